@@ -1,0 +1,7 @@
+/** The area registry: one line per product area, mounted in this order. */
+import type { Area } from './core/area.ts';
+import accounts from './areas/accounts/index.ts';
+import zones from './areas/zones/index.ts';
+import dns from './areas/dns/index.ts';
+
+export const AREAS: Area[] = [accounts, zones, dns];

@@ -1,0 +1,2 @@
+import { defineArea } from '../../core/area.ts';
+export default defineArea({ name: 'dns', mount() {} });

@@ -1,0 +1,30 @@
+/**
+ * @module zones — zones (spec 001 "Zone", `GET /zones`; create/edit/delete and the activation
+ * check from the official document).
+ * Registers the `zone_id` path resolver every zone-scoped area relies on for 404s and token scopes.
+ * Zone deletion removes every document scoped to the zone (DNS records and later zone settings)
+ * in the same transaction and publishes `zone.deleted`.
+ * Aliases: none.
+ * LIMITATIONS: no registrar — activation is immediate by default (`--zone-activation manual`
+ * keeps zones pending until `PUT /zones/{id}/activation_check`); plans are a fixed free plan;
+ * `name` filter supports the `contains:`, `starts_with:`, `ends_with:`, `equal:`, `not_equal:` forms.
+ */
+import { defineArea } from '../../core/area.ts';
+import { apiError } from '../../core/errors.ts';
+import { zones } from './store.ts';
+import { mountZoneRoutes } from './routes.ts';
+
+export type { Zone } from './schemas.ts';
+
+export default defineArea({
+  name: 'zones',
+  mount(ctx) {
+    ctx.permissions.define({ key: 'zone', name: 'Zone', scope: 'zone' });
+    ctx.router.resolveParam('zone_id', async (id) => {
+      const doc = await zones.findById(ctx.database.db, id);
+      if (!doc) throw apiError('zone_not_found', id);
+      return { target: { accountId: doc.scopeId, zoneId: id }, value: doc.body };
+    });
+    mountZoneRoutes(ctx);
+  },
+});

@@ -1,0 +1,8 @@
+/** The zones collection (scope: the owning account). */
+import { defineCollection } from '../../core/storage/collection.ts';
+import type { Zone } from './schemas.ts';
+
+export const zones = defineCollection<Zone, 'name' | 'status' | 'account.name'>({
+  kind: 'zone',
+  indexes: { name: (z) => z.name, status: (z) => z.status, 'account.name': (z) => z.account.name },
+});

@@ -1,0 +1,16 @@
+/** Accounts: the tenancy every zone and account-level resource belongs to. */
+import { z } from 'zod';
+import { defineCollection } from './storage/collection.ts';
+
+export const AccountBody = z.object({
+  id: z.string(),
+  name: z.string(),
+  type: z.enum(['standard', 'enterprise']),
+  created_on: z.string(),
+  settings: z.object({ enforce_twofactor: z.boolean(), abuse_contact_email: z.string().nullable() }),
+});
+export type AccountBody = z.infer<typeof AccountBody>;
+
+/** Accounts live in one global scope. */
+export const GLOBAL_SCOPE = '';
+export const accounts = defineCollection<AccountBody>({ kind: 'account' });

@@ -1,0 +1,42 @@
+/**
+ * An area is one product surface: `defineArea({ name, mount, start?, stop? })`. `mount` declares
+ * routes and permission groups; `start` opens data-plane listeners and returns them for the
+ * listener table; `stop` closes them. Areas reach each other only through exports of their
+ * `index.ts` or through the event bus.
+ */
+import type { Config } from './config.ts';
+import type { Clock } from './clock.ts';
+import type { Logger } from './log.ts';
+import type { EventBus } from './events.ts';
+import type { Database } from './storage/db.ts';
+import type { AuthService } from './auth.ts';
+import type { PermissionRegistry } from './permissions.ts';
+import type { Router } from './router.ts';
+
+export interface AreaContext {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  events: EventBus;
+  database: Database;
+  auth: AuthService;
+  permissions: PermissionRegistry;
+  router: Router;
+}
+
+export interface Listener {
+  name: string;
+  protocol: string;
+  address: string;
+}
+
+export interface Area {
+  name: string;
+  mount(ctx: AreaContext): void;
+  start?(ctx: AreaContext): Promise<Listener[] | void>;
+  stop?(): Promise<void>;
+}
+
+export function defineArea(area: Area): Area {
+  return area;
+}

@@ -1,0 +1,163 @@
+/**
+ * One error table for the whole management API. Every failure an area reports is an `ApiError`
+ * built from an entry here, so codes, statuses and default messages live in one place.
+ * Codes follow what the real platform answers (see shared/contract/conventions.md §5).
+ */
+
+export interface ErrorSpec {
+  /** Platform error code carried in `errors[].code`. */
+  code: number;
+  /** HTTP status. */
+  status: number;
+  /** Default message; `{0}`, `{1}` … are replaced by `apiError` arguments. */
+  message: string;
+}
+
+export const CODES = {
+  // --- generic request handling -------------------------------------------------------------
+  invalid_json: { code: 6007, status: 400, message: 'Malformed JSON in request body: {0}' },
+  validation: { code: 1004, status: 400, message: '{0}' },
+  body_too_large: { code: 6012, status: 413, message: 'Request body exceeds the limit of {0} bytes' },
+  no_route: { code: 7003, status: 404, message: 'No route for the URI' },
+  method_not_allowed: { code: 7001, status: 405, message: 'Method {0} not allowed for this route' },
+  invalid_identifier: {
+    code: 7003,
+    status: 400,
+    message: 'Could not route to {0}, perhaps your object identifier is invalid?',
+  },
+  rate_limited: {
+    code: 971,
+    status: 429,
+    message: 'Please wait and consider throttling your request speed',
+  },
+  internal: { code: 1000, status: 500, message: 'Internal server error; see the server log for {0}' },
+  unsupported_media: { code: 6002, status: 415, message: 'Unsupported content type: {0}' },
+
+  // --- authentication and authorisation -----------------------------------------------------
+  auth_missing: {
+    code: 10000,
+    status: 401,
+    message: 'Authentication error: missing X-Auth-Key, X-Auth-Email or Authorization headers',
+  },
+  auth_malformed: {
+    code: 10000,
+    status: 401,
+    message: 'Authentication error: invalid format for Authorization header',
+  },
+  auth_invalid: { code: 10000, status: 401, message: 'Authentication error: invalid access token' },
+  auth_expired: { code: 10000, status: 401, message: 'Authentication error: the token has expired' },
+  forbidden: {
+    code: 9109,
+    status: 403,
+    message: 'Unauthorized to access requested resource: the token lacks {0}',
+  },
+  forbidden_resource: {
+    code: 10000,
+    status: 403,
+    message: 'Authentication error: the token is not authorised for {0}',
+  },
+
+  // --- accounts and tokens ------------------------------------------------------------------
+  account_not_found: { code: 7003, status: 404, message: 'Account {0} not found' },
+  token_not_found: { code: 1003, status: 404, message: 'Token {0} not found' },
+  token_invalid_policy: { code: 1001, status: 400, message: '{0}' },
+
+  // --- zones --------------------------------------------------------------------------------
+  zone_not_found: { code: 1001, status: 404, message: 'Zone {0} not found' },
+  zone_exists: { code: 1061, status: 409, message: '{0} already exists.' },
+  zone_invalid_name: { code: 1099, status: 400, message: 'Invalid zone name {0}: {1}' },
+  zone_patch_one: {
+    code: 1005,
+    status: 400,
+    message: 'Only one of paused, type or vanity_name_servers may be changed per request',
+  },
+
+  // --- DNS records --------------------------------------------------------------------------
+  dns_not_found: { code: 81044, status: 404, message: 'Record does not exist.' },
+  dns_identical: { code: 81058, status: 400, message: 'An identical record already exists.' },
+  dns_cname_conflict: {
+    code: 81053,
+    status: 400,
+    message: 'An A, AAAA, or CNAME record with that host already exists: {0}',
+  },
+  dns_invalid: { code: 9000, status: 400, message: '{0}' },
+  dns_invalid_ttl: {
+    code: 9021,
+    status: 400,
+    message: 'Invalid TTL. Must be between 60 and 86400 seconds, or 1 for Automatic.',
+  },
+  dns_not_proxiable: { code: 9041, status: 400, message: 'This record type cannot be proxied.' },
+  dns_outside_zone: {
+    code: 9000,
+    status: 400,
+    message: 'DNS name {0} is not inside zone {1}.',
+  },
+  dns_import_invalid: { code: 81045, status: 400, message: 'Zone file could not be parsed: {0}' },
+  dns_validation: { code: 1004, status: 400, message: 'DNS Validation Error: {0}' },
+  dns_invalid_name: { code: 9000, status: 400, message: 'DNS name is invalid: {0}' },
+  dns_type_not_proxiable: {
+    code: 9004,
+    status: 400,
+    message: 'This record type cannot be proxied: proxied may only be true for A, AAAA and CNAME records.',
+  },
+  dns_invalid_ipv4: {
+    code: 9005,
+    status: 400,
+    message: 'Content for A record must be a valid IPv4 address.',
+  },
+  dns_invalid_ipv6: {
+    code: 9006,
+    status: 400,
+    message: 'Content for AAAA record must be a valid IPv6 address.',
+  },
+  dns_invalid_target: { code: 9007, status: 400, message: 'Content for {0} record is invalid: {1}' },
+  dns_invalid_priority: {
+    code: 9008,
+    status: 400,
+    message: 'Invalid priority, priority must be set and be between 0 and 65535.',
+  },
+  dns_priority_required: { code: 9100, status: 400, message: 'priority is a required field.' },
+  dns_cname_exists: {
+    code: 81054,
+    status: 400,
+    message: 'A CNAME record with that host already exists: {0}',
+  },
+  dns_ns_conflict: {
+    code: 81056,
+    status: 400,
+    message: 'NS records cannot share a host with records of other types: {0}',
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorName = keyof typeof CODES;
+
+export interface ErrorItem {
+  code: number;
+  message: string;
+  error_chain?: { code: number; message: string }[];
+  source?: { pointer: string };
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly errors: ErrorItem[];
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, errors: ErrorItem[], headers: Record<string, string> = {}) {
+    super(errors.map((e) => e.message).join('; '));
+    this.status = status;
+    this.errors = errors;
+    // The official client retries 409 unless told not to; conflicts never heal by retrying.
+    this.headers = status === 409 ? { 'x-should-retry': 'false', ...headers } : headers;
+  }
+}
+
+function format(template: string, args: readonly (string | number)[]): string {
+  return template.replace(/\{(\d+)\}/g, (_, i: string) => String(args[Number(i)] ?? ''));
+}
+
+/** Builds an ApiError from the table: `throw apiError('zone_not_found', zoneId)`. */
+export function apiError(name: ErrorName, ...args: (string | number)[]): ApiError {
+  const spec: ErrorSpec = CODES[name];
+  return new ApiError(spec.status, [{ code: spec.code, message: format(spec.message, args) }]);
+}
