@@ -42,8 +42,9 @@ if ! pg_up; then
   fi
 fi
 
-log "typecheck"
+log "typecheck and lint"
 npx tsc --noEmit
+npx eslint src test bench
 
 log "tests on SQLite"
 npx vitest run
