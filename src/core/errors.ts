@@ -98,7 +98,8 @@ export const CODES = {
   dns_type_not_proxiable: {
     code: 9004,
     status: 400,
-    message: 'This record type cannot be proxied: proxied may only be true for A, AAAA and CNAME records.',
+    message:
+      'This record type cannot be proxied: proxied may only be true for A, AAAA and CNAME records.',
   },
   dns_invalid_ipv4: {
     code: 9005,
@@ -110,7 +111,11 @@ export const CODES = {
     status: 400,
     message: 'Content for AAAA record must be a valid IPv6 address.',
   },
-  dns_invalid_target: { code: 9007, status: 400, message: 'Content for {0} record is invalid: {1}' },
+  dns_invalid_target: {
+    code: 9007,
+    status: 400,
+    message: 'Content for {0} record is invalid: {1}',
+  },
   dns_invalid_priority: {
     code: 9008,
     status: 400,

@@ -6,7 +6,16 @@
 import { z } from 'zod';
 
 /** Types whose value travels in `content`. */
-export const CONTENT_TYPES = ['A', 'AAAA', 'CNAME', 'MX', 'NS', 'OPENPGPKEY', 'PTR', 'TXT'] as const;
+export const CONTENT_TYPES = [
+  'A',
+  'AAAA',
+  'CNAME',
+  'MX',
+  'NS',
+  'OPENPGPKEY',
+  'PTR',
+  'TXT',
+] as const;
 /** Types whose value travels in `data` (the API also renders a `content` string for them). */
 export const DATA_TYPES = [
   'CAA',
@@ -47,7 +56,13 @@ function uint(max: number) {
 /** Non-negative decimal number up to `max` (LOC fields); numeric strings are accepted. */
 function decimal(min: number, max: number) {
   return z
-    .union([z.number(), z.string().regex(/^-?\d+(\.\d+)?$/, 'expected a number').transform(Number)])
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^-?\d+(\.\d+)?$/, 'expected a number')
+        .transform(Number),
+    ])
     .pipe(z.number().min(min).max(max));
 }
 
@@ -60,7 +75,10 @@ const RecordTypeSchema = z
 const Tag = z
   .string()
   .max(1000)
-  .regex(/^[A-Za-z0-9_-]+(:[^\r\n]*)?$/, 'tags must look like name:value (name: letters, digits, - and _)');
+  .regex(
+    /^[A-Za-z0-9_-]+(:[^\r\n]*)?$/,
+    'tags must look like name:value (name: letters, digits, - and _)',
+  );
 
 const Settings = z.object({
   ipv4_only: z.boolean().optional(),

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toFile } from 'cloudflare';
 import { createToken, createZone, LEGACY, startTestServer, type TestServer } from '../../support/server.ts';
 import { Cloudflare, sdk } from '../../support/sdk.ts';
 
@@ -74,8 +73,8 @@ describe('official client: dns.records', () => {
     expect(text).toMatch(/www\.sdk-files\.test\.\s+1\s+IN\s+A\s+192\.0\.2\.80/);
 
     const z2 = (await createZone(t, 'sdk-files2.test')).id;
-    const file = await toFile(Buffer.from(text.replaceAll('sdk-files.test', 'sdk-files2.test')), 'zone.txt');
-    const imported = await cf.dns.records.import({ zone_id: z2, file });
+    // The client's type says `file: string` (the zone file text); it sends it as a multipart field.
+    const imported = await cf.dns.records.import({ zone_id: z2, file: text.replaceAll('sdk-files.test', 'sdk-files2.test') });
     expect(imported).toMatchObject({ recs_added: 1, total_records_parsed: 1 });
 
     const batch = await cf.dns.records.batch({ zone_id: z2, posts: [{ type: 'A', name: 'b1', content: '192.0.2.81', ttl: 1 }] });
