@@ -3,5 +3,6 @@ import type { Area } from './core/area.ts';
 import accounts from './areas/accounts/index.ts';
 import zones from './areas/zones/index.ts';
 import dns from './areas/dns/index.ts';
+import calls from './areas/calls/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns];
+export const AREAS: Area[] = [accounts, zones, dns, calls];

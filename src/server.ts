@@ -9,7 +9,7 @@ import { Hono } from 'hono';
 import { serve } from '@hono/node-server';
 import { randomBytes } from 'node:crypto';
 import { AREAS } from './areas.ts';
-import type { Area, AreaContext, Listener } from './core/area.ts';
+import type { Area, AreaContext, DataPlane, Listener } from './core/area.ts';
 import { AuthService } from './core/auth.ts';
 import { bootstrap, type Seeded } from './core/bootstrap.ts';
 import { systemClock, type Clock } from './core/clock.ts';
@@ -48,7 +48,10 @@ function rayId(): string {
   return randomBytes(8).toString('hex');
 }
 
-export function buildApp(ctxBase: Omit<AreaContext, 'router'>, areas: Area[]): { app: Hono; router: Router } {
+export function buildApp(
+  ctxBase: Omit<AreaContext, 'router'>,
+  areas: Area[],
+): { app: Hono; router: Router; planes: DataPlane[] } {
   const { config, log } = ctxBase;
   const app = new Hono();
   const api = new Hono();
@@ -68,7 +71,7 @@ export function buildApp(ctxBase: Omit<AreaContext, 'router'>, areas: Area[]): {
   app.get('/healthz', (c) => c.json({ status: 'ok', version: VERSION }));
 
   const ctx: AreaContext = { ...ctxBase, router };
-  for (const area of areas) area.mount(ctx);
+  const planes = areas.map((area) => area.mount(ctx)).filter((p): p is DataPlane => !!p);
   api.get('/openapi.json', (c) =>
     c.json(router.openapi({ title: 'Outpost management API', version: VERSION, serverUrl: API_PREFIX })),
   );
@@ -99,7 +102,7 @@ export function buildApp(ctxBase: Omit<AreaContext, 'router'>, areas: Area[]): {
     log.error({ ray: id, err }, 'unhandled error');
     return c.json(failure(apiError('internal', `ray ${id}`).errors), 500);
   });
-  return { app, router };
+  return { app, router, planes };
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {
@@ -111,24 +114,22 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const permissions = new PermissionRegistry();
   const auth = new AuthService(database.db, clock, permissions, { email: config.apiEmail, keyHash: seeded.apiKeyHash });
   const base = { config, clock, log, events: createEventBus(), database, auth, permissions };
-  const { app, router } = buildApp(base, areas);
-  const ctx: AreaContext = { ...base, router };
+  const { app, planes } = buildApp(base, areas);
 
   const server = await listen(app, config.host, config.apiPort);
   const apiPort = (server.address() as AddressInfo).port;
   const apiUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${apiPort}`;
   const listeners: Listener[] = [{ name: 'management API', protocol: 'http', address: `${apiUrl}${API_PREFIX}` }];
-  const started: Area[] = [];
+  const started: DataPlane[] = [];
   try {
-    for (const area of areas) {
-      if (!area.start) continue;
-      const ls = await area.start(ctx);
-      started.push(area);
+    for (const plane of planes) {
+      started.push(plane);
+      const ls = await plane.start?.();
       if (ls) listeners.push(...ls);
     }
   } catch (err) {
     await closeServer(server, 0);
-    for (const area of started.reverse()) await area.stop?.();
+    for (const plane of started.reverse()) await plane.stop?.();
     await database.close();
     throw err;
   }
@@ -145,7 +146,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     stop: () =>
       (stopping ??= (async () => {
         await closeServer(server, config.shutdownTimeoutMs);
-        for (const area of [...started].reverse()) await area.stop?.();
+        for (const plane of [...started].reverse()) await plane.stop?.();
         await database.close();
         log.flush?.();
       })()),

@@ -1,8 +1,9 @@
 /**
- * An area is one product surface: `defineArea({ name, mount, start?, stop? })`. `mount` declares
- * routes and permission groups; `start` opens data-plane listeners and returns them for the
- * listener table; `stop` closes them. Areas reach each other only through exports of their
- * `index.ts` or through the event bus.
+ * An area is one product surface: `defineArea({ name, mount })`. `mount(ctx)` declares routes and
+ * permission groups; an area with a data plane returns `{ start, stop }` from it — `start` opens
+ * its listeners and returns them for the listener table, `stop` closes them. State lives in the
+ * closure of `mount`, so several servers in one process (tests) never share it. Areas reach each
+ * other only through exports of their `index.ts` or through the event bus.
  */
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
@@ -30,11 +31,14 @@ export interface Listener {
   address: string;
 }
 
+export interface DataPlane {
+  start?(): Promise<Listener[] | void>;
+  stop?(): Promise<void>;
+}
+
 export interface Area {
   name: string;
-  mount(ctx: AreaContext): void;
-  start?(ctx: AreaContext): Promise<Listener[] | void>;
-  stop?(): Promise<void>;
+  mount(ctx: AreaContext): DataPlane | void;
 }
 
 export function defineArea(area: Area): Area {

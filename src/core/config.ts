@@ -34,6 +34,20 @@ export interface Config {
   /** `immediate`: new zones are active at once; `manual`: pending until an activation check. */
   zoneActivation: 'immediate' | 'manual';
   nameServers: string[];
+  /** TURN/STUN listener (UDP and TCP), 0 = any free port. */
+  turnPort: number;
+  /** TURN over TLS port, used when relayTls is set. */
+  turnsPort: number;
+  /** `off`, `self-signed` (generated with openssl into the data directory) or `<cert.pem>,<key.pem>`. */
+  relayTls: string;
+  /** Host name or address put into generated ICE server URLs (default: the listen host). */
+  relayHost?: string;
+  /** Relayed-address port range `min-max`. */
+  relayPorts: string;
+  /** Allow loopback and private peers (tests on one machine); the platform refuses them. */
+  relayAllowLoopback: boolean;
+  /** Concurrent allocations per relay username. */
+  relayQuota: number;
   /** Graceful-stop budget for in-flight requests, ms. */
   shutdownTimeoutMs: number;
 }
@@ -50,13 +64,19 @@ export const DEFAULTS: Config = {
   zoneActivation: 'immediate',
   nameServers: ['ns1.outpost.local', 'ns2.outpost.local'],
   shutdownTimeoutMs: 10_000,
+  turnPort: 3478,
+  turnsPort: 5349,
+  relayTls: 'off',
+  relayPorts: '49152-65535',
+  relayAllowLoopback: false,
+  relayQuota: 10,
 };
 
 interface OptionSpec {
   key: keyof Config;
   flag: string;
   env: string;
-  type: 'string' | 'port' | 'int' | 'list' | 'rate';
+  type: 'string' | 'port' | 'int' | 'list' | 'rate' | 'bool';
   help: string;
 }
 
@@ -75,6 +95,13 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'bodyLimit', flag: 'body-limit', env: 'OUTPOST_BODY_LIMIT', type: 'int', help: 'largest request body in bytes (default 10485760)' },
   { key: 'rateLimit', flag: 'rate-limit', env: 'OUTPOST_RATE_LIMIT', type: 'rate', help: 'per-token limit as <requests>/<seconds>, e.g. 1200/300 (default off)' },
   { key: 'zoneActivation', flag: 'zone-activation', env: 'OUTPOST_ZONE_ACTIVATION', type: 'string', help: 'immediate|manual (default immediate)' },
+  { key: 'turnPort', flag: 'turn-port', env: 'OUTPOST_TURN_PORT', type: 'port', help: 'TURN/STUN port, UDP and TCP (default 3478; 0 = any free port)' },
+  { key: 'turnsPort', flag: 'turns-port', env: 'OUTPOST_TURNS_PORT', type: 'port', help: 'TURN over TLS port when --relay-tls is set (default 5349)' },
+  { key: 'relayTls', flag: 'relay-tls', env: 'OUTPOST_RELAY_TLS', type: 'string', help: 'off | self-signed | <cert.pem>,<key.pem> (default off)' },
+  { key: 'relayHost', flag: 'relay-host', env: 'OUTPOST_RELAY_HOST', type: 'string', help: 'host put into generated ICE URLs (default: --host)' },
+  { key: 'relayPorts', flag: 'relay-ports', env: 'OUTPOST_RELAY_PORTS', type: 'string', help: 'relayed-address port range min-max (default 49152-65535)' },
+  { key: 'relayAllowLoopback', flag: 'relay-allow-loopback', env: 'OUTPOST_RELAY_ALLOW_LOOPBACK', type: 'bool', help: 'allow loopback/private relay peers (default false)' },
+  { key: 'relayQuota', flag: 'relay-quota', env: 'OUTPOST_RELAY_QUOTA', type: 'int', help: 'allocations per relay username (default 10)' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
 
@@ -83,6 +110,11 @@ export class ConfigError extends Error {}
 function convert(spec: OptionSpec, raw: unknown, source: string): unknown {
   const where = `${source} ${spec.type === 'port' ? 'port ' : ''}${source === 'flag' ? '--' + spec.flag : spec.env}`;
   if (spec.type === 'string') return String(raw);
+  if (spec.type === 'bool') {
+    if (raw === true || raw === 'true' || raw === '1') return true;
+    if (raw === false || raw === 'false' || raw === '0') return false;
+    throw new ConfigError(`${where}: expected true or false, got ${String(raw)}`);
+  }
   if (spec.type === 'list') return Array.isArray(raw) ? raw.map(String) : String(raw).split(',').map((s) => s.trim()).filter(Boolean);
   if (spec.type === 'rate') {
     if (typeof raw === 'object' && raw !== null) return raw;
@@ -90,7 +122,8 @@ function convert(spec: OptionSpec, raw: unknown, source: string): unknown {
     if (!m) throw new ConfigError(`${where}: expected <requests>/<seconds>, got ${String(raw)}`);
     return { requests: Number(m[1]), windowSeconds: Number(m[2]) };
   }
-  const n = Number(raw);
+  // Only digits: Number('') and Number(null) would silently be 0 (a random port).
+  const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
   if (!Number.isInteger(n) || n < 0 || (spec.type === 'port' && n > 65535)) {
     throw new ConfigError(`${where}: expected ${spec.type === 'port' ? 'a port 0–65535' : 'a non-negative integer'}, got ${String(raw)}`);
   }

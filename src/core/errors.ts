@@ -132,6 +132,10 @@ export const CODES = {
     status: 400,
     message: 'NS records cannot share a host with records of other types: {0}',
   },
+
+  // --- relay (TURN) keys and credentials ----------------------------------------------------
+  relay_key_not_found: { code: 7003, status: 404, message: 'Relay key {0} not found' },
+  relay_unauthorized: { code: 10000, status: 401, message: 'Authentication error: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -57,6 +57,8 @@ export async function startTestServer(overrides: Partial<Config> = {}, opts: { c
       apiKey: LEGACY.key,
       logLevel: 'silent',
       shutdownTimeoutMs: 2000,
+      turnPort: 0,
+      relayAllowLoopback: true,
       ...overrides,
     },
   );

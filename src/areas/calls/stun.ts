@@ -67,8 +67,10 @@ export const FAMILY_IPV4 = 0x01;
 export const FAMILY_IPV6 = 0x02;
 
 export const MIN_CHANNEL = 0x4000;
-/** RFC 8656 narrowed the usable range; 0x5000-0x7FFF are reserved. */
+/** RFC 8656 narrowed the usable range; 0x5000-0x7FFF are reserved there. */
 export const MAX_CHANNEL = 0x4fff;
+/** RFC 5766 allowed up to 0x7FFF and older clients (coturn's own test client included) still pick from it. */
+export const MAX_CHANNEL_RFC5766 = 0x7fff;
 
 export interface StunAttribute {
   type: number;

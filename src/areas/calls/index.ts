@@ -1,0 +1,82 @@
+/**
+ * @module calls — relay (TURN) keys, short-lived relay credentials, and Outpost's own STUN/TURN
+ * server (spec 000 "Relay keys", "Relay credentials").
+ * Keys: `/accounts/{account_id}/calls/turn_keys` (Calls Read/Write). Credentials: on the API port,
+ * `/v1/turn/keys/{key_id}/credentials/generate` (spec: `{iceServers: {urls, username, credential}}`)
+ * and `…/generate-ice-servers` (official: 201, an `iceServers` array), revoke with `{username}`
+ * (spec) or `…/credentials/{username}/revoke` (official), both 204.
+ * Credentials use the TURN REST shared-secret scheme (`<expiry>:<label>`, base64 HMAC-SHA1), so a
+ * coturn fleet configured with a key's secret accepts them too; our label is `<key uid>.<random>`.
+ * Revocation and key deletion refuse new requests at once and tear live allocations down within
+ * the relay's one-second sweep.
+ * LIMITATIONS: no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not served;
+ * the 53/80/443 alternative ports are not opened (they need privileges) and so are not listed.
+ */
+import { defineArea, type AreaContext } from '../../core/area.ts';
+import { RelayIndex } from './keys.ts';
+import { mountRelayRoutes, type RelayState } from './routes.ts';
+import { startTurnServer, type TurnServer } from './turn-server.ts';
+import { relayTlsMaterial } from './tls.ts';
+
+const REFRESH_MS = 2_000;
+
+function parseRange(text: string): [number, number] {
+  const m = /^(\d+)-(\d+)$/.exec(text);
+  if (!m || Number(m[1]) > Number(m[2]) || Number(m[2]) > 65535) {
+    throw new Error(`relay port range must look like 49152-65535, got ${text}`);
+  }
+  return [Number(m[1]), Number(m[2])];
+}
+
+export default defineArea({
+  name: 'calls',
+  mount(ctx: AreaContext) {
+    const { config, database, log } = ctx;
+    const db = database.db;
+    let turn: TurnServer | undefined;
+    let refreshTimer: NodeJS.Timeout | undefined;
+    const state: RelayState = {
+      index: new RelayIndex(),
+      ports: {},
+      host: config.relayHost ?? config.host,
+      drop: (username) => turn?.dropUsername(username),
+    };
+    ctx.permissions.define({ key: 'calls', name: 'Calls', scope: 'account' });
+    mountRelayRoutes(ctx, state);
+
+    return {
+      async start() {
+        await state.index.refresh(db);
+        const tls = relayTlsMaterial(config.relayTls, config.dataDir, state.host);
+        const relayLog = log.child({ area: 'relay' });
+        turn = await startTurnServer({
+          host: config.host,
+          udpPort: config.turnPort,
+          tcpPort: config.turnPort,
+          tls: tls ? { port: config.turnsPort, ...tls } : undefined,
+          realm: 'outpost',
+          relayAddress: config.host,
+          relayPortRange: parseRange(config.relayPorts),
+          allowLoopbackPeers: config.relayAllowLoopback,
+          maxAllocationsPerUsername: config.relayQuota,
+          now: () => ctx.clock.now().getTime(),
+          secretsFor: (username) => state.index.secretsFor(username),
+          log: (level, msg, fields) => relayLog[level](fields ?? {}, msg),
+        });
+        state.ports = { udp: turn.udpPort, tcp: turn.tcpPort, tls: turn.tlsPort };
+        refreshTimer = setInterval(() => {
+          state.index.refresh(db).catch((err: unknown) => relayLog.warn({ err }, 'relay key refresh failed'));
+        }, REFRESH_MS);
+        refreshTimer.unref();
+        const listeners = [{ name: 'TURN/STUN relay', protocol: 'udp+tcp', address: `${config.host}:${turn.udpPort}` }];
+        if (turn.tlsPort) listeners.push({ name: 'TURN over TLS', protocol: 'tls', address: `${config.host}:${turn.tlsPort}` });
+        return listeners;
+      },
+      async stop() {
+        if (refreshTimer) clearInterval(refreshTimer);
+        await turn?.close();
+        turn = undefined;
+      },
+    };
+  },
+});
