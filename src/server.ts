@@ -21,6 +21,7 @@ import { createLogger, type Logger } from './core/log.ts';
 import { PermissionRegistry } from './core/permissions.ts';
 import { RateLimiter } from './core/ratelimit.ts';
 import { Router } from './core/router.ts';
+import { Services } from './core/services.ts';
 import { openDatabase, type Database } from './core/storage/db.ts';
 import { VersionConflict } from './core/storage/collection.ts';
 
@@ -113,7 +114,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const seeded = await bootstrap(database.db, config, clock);
   const permissions = new PermissionRegistry();
   const auth = new AuthService(database.db, clock, permissions, { email: config.apiEmail, keyHash: seeded.apiKeyHash });
-  const base = { config, clock, log, events: createEventBus(), database, auth, permissions };
+  const base = { config, clock, log, events: createEventBus(), database, auth, permissions, services: new Services() };
   const { app, planes } = buildApp(base, areas);
 
   const server = await listen(app, config.host, config.apiPort);

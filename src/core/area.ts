@@ -13,6 +13,7 @@ import type { Database } from './storage/db.ts';
 import type { AuthService } from './auth.ts';
 import type { PermissionRegistry } from './permissions.ts';
 import type { Router } from './router.ts';
+import type { Services } from './services.ts';
 
 export interface AreaContext {
   config: Config;
@@ -23,6 +24,7 @@ export interface AreaContext {
   auth: AuthService;
   permissions: PermissionRegistry;
   router: Router;
+  services: Services;
 }
 
 export interface Listener {
