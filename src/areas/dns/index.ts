@@ -10,11 +10,28 @@
  */
 import { defineArea } from '../../core/area.ts';
 import { mountDnsRoutes } from './routes.ts';
+import { ZoneIndex } from './zone-index.ts';
+
+export { ZoneIndex, type IndexedZone } from './zone-index.ts';
+export type { StoredRecord } from './store.ts';
+/** Service name of the shared in-memory zone index (`ctx.services.require<ZoneIndex>(ZONE_INDEX)`). */
+export const ZONE_INDEX = 'dns.zone-index';
 
 export default defineArea({
   name: 'dns',
   mount(ctx) {
     ctx.permissions.define({ key: 'dns', name: 'DNS', scope: 'zone' });
     mountDnsRoutes(ctx);
+    const index = new ZoneIndex(ctx.database.db);
+    ctx.services.provide(ZONE_INDEX, index);
+    return {
+      async start() {
+        index.follow(ctx.events);
+        await index.load();
+      },
+      async stop() {
+        index.stop();
+      },
+    };
   },
 });

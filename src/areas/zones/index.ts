@@ -7,7 +7,10 @@
  * Aliases: none.
  * LIMITATIONS: no registrar — activation is immediate by default (`--zone-activation manual`
  * keeps zones pending until `PUT /zones/{id}/activation_check`); plans are a fixed free plan;
- * `name` filter supports the `contains:`, `starts_with:`, `ends_with:`, `equal:`, `not_equal:` forms.
+ * `name` and `account.name` filters support the `contains:`, `starts_with:`, `ends_with:`, `equal:`,
+ * `not_equal:` forms and their `_case_sensitive` variants; `account.name` contains/starts/ends
+ * matching ignores case even in the `_case_sensitive` form. `order=plan.id` orders by name (one
+ * plan for every zone). Without a `type` filter, `internal` zones are not listed (spec).
  */
 import { defineArea } from '../../core/area.ts';
 import { apiError } from '../../core/errors.ts';
@@ -15,6 +18,8 @@ import { zones } from './store.ts';
 import { mountZoneRoutes } from './routes.ts';
 
 export type { Zone } from './schemas.ts';
+/** Read access for data planes that index zones (the DNS area's zone index). */
+export { zones } from './store.ts';
 
 export default defineArea({
   name: 'zones',

@@ -10,7 +10,7 @@ import { normaliseZoneName } from './names.ts';
 import { zones } from './store.ts';
 import { z } from 'zod';
 
-type ZoneField = 'name' | 'status' | 'account.name';
+type ZoneField = 'name' | 'status' | 'account.name' | 'type';
 
 export function mountZoneRoutes(ctx: AreaContext): void {
   const { router, database, clock, config, events } = ctx;
@@ -22,19 +22,27 @@ export function mountZoneRoutes(ctx: AreaContext): void {
     { method: 'GET', path: '/zones', operationId: 'zones-get', summary: 'List zones', auth: read, query: ListZonesQuery, tags: ['zones'] },
     async ({ query, principal }) => {
       const filters: Filter<ZoneField>[] = [];
-      if (query.name) filters.push(nameFilter(query.name));
+      if (query.name) filters.push(textFilter('name', query.name));
       if (query.status) filters.push({ field: 'status', op: 'eq', value: query.status });
-      if (query['account.name']) filters.push({ field: 'account.name', op: 'eq', value: query['account.name'] });
-      const order = query.order === 'account.id' ? 'account.name' : query.order;
+      if (query['account.name']) filters.push(textFilter('account.name', query['account.name']));
+      if (query.type && query.type.length > 0) filters.push({ field: 'type', op: 'in', value: query.type });
+      // Every zone has the same plan, so ordering by plan falls back to the name.
+      const order = query.order === 'account.id' ? 'account.name' : query.order === 'plan.id' ? 'name' : query.order;
+      // Without a type filter internal zones are left out; that holds whatever `match` says.
+      const hideInternal = !query.type || query.type.length === 0;
+      const inMemory = !principal!.isRoot || (hideInternal && query.match === 'any');
+      if (hideInternal && !inMemory) filters.push({ field: 'type', op: 'ne', value: 'internal' });
       const q = { filters, match: query.match, order: order ?? ('name' as const), direction: query.direction };
       const scope = query['account.id'] ?? null;
-      if (principal!.isRoot) {
+      if (!inMemory) {
         const { items, total } = await zones.list(db, scope, { ...q, ...limitOffset(query) });
         return pageFrom(items.map((d) => d.body), total, query);
       }
       // Scoped tokens see only the zones their policies reach.
       const { items } = await zones.list(db, scope, q);
-      const visible = items.filter((d) => principal!.allows('zone', 'read', { accountId: d.scopeId, zoneId: d.id }));
+      const visible = items.filter(
+        (d) => (!hideInternal || d.body.type !== 'internal') && principal!.allows('zone', 'read', { accountId: d.scopeId, zoneId: d.id }),
+      );
       return pageOf(visible.map((d) => d.body), query);
     },
   );
@@ -68,7 +76,8 @@ export function mountZoneRoutes(ctx: AreaContext): void {
           modified_on: now,
           activated_on: active ? now : null,
           account: { id: account.id, name: account.body.name },
-          owner: { id: null, type: 'user', email: null },
+          // The spec types owner.id as an identifier string (not nullable): the owning account.
+          owner: { id: account.id, type: 'organization', name: account.body.name },
           meta: { step: 2, custom_certificate_quota: 0, page_rule_quota: 3, phishing_detected: false },
           plan: FREE_PLAN,
           permissions: ['#zone:read', '#zone:edit', '#dns_records:read', '#dns_records:edit'],
@@ -99,6 +108,9 @@ export function mountZoneRoutes(ctx: AreaContext): void {
         const next: Zone = { ...doc.body, ...pick(body, changes[0]), modified_on: clock.now().toISOString() };
         if (next.vanity_name_servers) next.vanity_name_servers = next.vanity_name_servers.map((n) => n.toLowerCase());
         return (await zones.update(tx, doc, next, clock.now())).body;
+      }).then((zone) => {
+        events.publish('zone.changed', { id: zone.id });
+        return zone;
       });
     },
   );
@@ -138,12 +150,22 @@ function pick<T extends object, K extends keyof T>(obj: T, key: K): Pick<T, K> {
   return { [key]: obj[key] } as Pick<T, K>;
 }
 
-/** The `name` filter accepts `contains:`, `starts_with:`, `ends_with:`, `equal:` and `not_equal:`. */
-function nameFilter(raw: string): Filter<ZoneField> {
-  const m = /^(contains|starts_with|ends_with|equal|not_equal):(.*)$/.exec(raw);
-  const value = (m ? m[2] : raw).toLowerCase();
-  const op = ({ contains: 'contains', starts_with: 'startswith', ends_with: 'endswith', equal: 'eq', not_equal: 'ne' } as const)[(m?.[1] ?? 'equal') as 'equal'];
-  return { field: 'name', op, value };
+/**
+ * The `name` and `account.name` filters accept `equal:` (default), `not_equal:`, `contains:`,
+ * `starts_with:`, `ends_with:` and the `*_case_sensitive` forms.
+ */
+function textFilter(field: 'name' | 'account.name', raw: string): Filter<ZoneField> {
+  const m = /^(contains|starts_with|ends_with|equal|not_equal)(_case_sensitive)?:(.*)$/.exec(raw);
+  const kind = (m?.[1] ?? 'equal') as 'contains' | 'starts_with' | 'ends_with' | 'equal' | 'not_equal';
+  const value = m ? m[3] : raw;
+  const op = ({ contains: 'contains', starts_with: 'startswith', ends_with: 'endswith', equal: 'eq', not_equal: 'ne' } as const)[kind];
+  if (field === 'name') {
+    // Zone names are stored in lowercase, so a case-sensitive search for capitals matches no zone
+    // (`=` against the raw value) and its not_equal matches every zone (`!=` against it).
+    if (m?.[2] && value !== value.toLowerCase()) return { field, op: op === 'ne' ? 'ne' : 'eq', value };
+    return { field, op, value: value.toLowerCase() };
+  }
+  return { field, op, value };
 }
 
 const FREE_PLAN = {

@@ -1,0 +1,137 @@
+/**
+ * An in-memory view of every zone and its records, for the data planes that answer per request
+ * (the edge's host routing, the authoritative DNS server): lookups never touch the database.
+ * Built at start and refreshed per zone on the change events the zones and DNS areas publish
+ * after each commit, so a change is visible as soon as its API call has answered.
+ */
+import type { EventBus } from '../../core/events.ts';
+import type { Executor } from '../../core/storage/db.ts';
+import { zones, type Zone } from '../zones/index.ts';
+import { dnsRecords, type StoredRecord } from './store.ts';
+
+export interface IndexedZone {
+  id: string;
+  name: string;
+  accountId: string;
+  status: Zone['status'];
+  paused: boolean;
+  nameServers: string[];
+  /** Records by owner name (absolute, lowercase). */
+  records: Map<string, StoredRecord[]>;
+}
+
+export class ZoneIndex {
+  private byName = new Map<string, IndexedZone>();
+  private byId = new Map<string, IndexedZone>();
+  private unsubscribe: (() => void)[] = [];
+
+  constructor(private readonly db: Executor) {}
+
+  async load(): Promise<void> {
+    const [allZones, allRecords] = await Promise.all([zones.all(this.db, null), dnsRecords.all(this.db, null)]);
+    const byZone = new Map<string, StoredRecord[]>();
+    for (const d of allRecords) {
+      const list = byZone.get(d.scopeId) ?? [];
+      list.push(d.body);
+      byZone.set(d.scopeId, list);
+    }
+    this.byName.clear();
+    this.byId.clear();
+    for (const z of allZones) this.put(z.body, byZone.get(z.id) ?? []);
+  }
+
+  /** Keeps the index current from the change events. */
+  follow(events: EventBus): void {
+    const reload = (id: string) => {
+      void this.reloadZone(id);
+    };
+    this.unsubscribe.push(
+      events.subscribe('dns.changed', (p) => reload((p as { zoneId: string }).zoneId)),
+      events.subscribe('zone.created', (p) => reload((p as { id: string }).id)),
+      events.subscribe('zone.changed', (p) => reload((p as { id: string }).id)),
+      events.subscribe('zone.activated', (p) => reload((p as { id: string }).id)),
+      events.subscribe('zone.deleted', (p) => this.remove((p as { id: string }).id)),
+    );
+  }
+
+  stop(): void {
+    for (const off of this.unsubscribe) off();
+    this.unsubscribe = [];
+  }
+
+  async reloadZone(zoneId: string): Promise<void> {
+    const zone = await zones.findById(this.db, zoneId);
+    if (!zone) {
+      this.remove(zoneId);
+      return;
+    }
+    const records = await dnsRecords.all(this.db, zoneId);
+    this.put(zone.body, records.map((d) => d.body));
+  }
+
+  private put(zone: Zone, records: StoredRecord[]): void {
+    this.remove(zone.id);
+    const byOwner = new Map<string, StoredRecord[]>();
+    for (const r of records) {
+      const list = byOwner.get(r.name) ?? [];
+      list.push(r);
+      byOwner.set(r.name, list);
+    }
+    const entry: IndexedZone = {
+      id: zone.id,
+      name: zone.name,
+      accountId: zone.account.id,
+      status: zone.status,
+      paused: zone.paused,
+      nameServers: zone.name_servers,
+      records: byOwner,
+    };
+    // Two accounts may hold the same zone name; the active one serves.
+    const existing = this.byName.get(zone.name);
+    if (!existing || (existing.status !== 'active' && zone.status === 'active')) this.byName.set(zone.name, entry);
+    this.byId.set(zone.id, entry);
+  }
+
+  private remove(zoneId: string): void {
+    const entry = this.byId.get(zoneId);
+    if (!entry) return;
+    this.byId.delete(zoneId);
+    if (this.byName.get(entry.name) === entry) {
+      this.byName.delete(entry.name);
+      for (const other of this.byId.values()) if (other.name === entry.name) this.byName.set(other.name, other);
+    }
+  }
+
+  zoneById(id: string): IndexedZone | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The longest zone name that is a suffix of `host` (any status; callers check `status`). */
+  zoneFor(host: string): IndexedZone | undefined {
+    let name = host.toLowerCase().replace(/\.$/, '');
+    for (;;) {
+      const z = this.byName.get(name);
+      if (z) return z;
+      const dot = name.indexOf('.');
+      if (dot < 0) return undefined;
+      name = name.slice(dot + 1);
+    }
+  }
+
+  /** Records at `name`: the exact owner, else the closest wildcard (`*.<parent>`) inside the zone. */
+  recordsAt(zone: IndexedZone, name: string): { owner: string; records: StoredRecord[] } | undefined {
+    const exact = zone.records.get(name);
+    if (exact && exact.length > 0) return { owner: name, records: exact };
+    let parent = name;
+    while (parent !== zone.name) {
+      const dot = parent.indexOf('.');
+      if (dot < 0) return undefined;
+      parent = parent.slice(dot + 1);
+      const wild = zone.records.get(`*.${parent}`);
+      if (wild && wild.length > 0) return { owner: `*.${parent}`, records: wild };
+      // A name that exists (with other records below it) stops the wildcard (RFC 4592 closest encloser).
+      if (zone.records.has(parent)) return undefined;
+    }
+    return undefined;
+  }
+}
