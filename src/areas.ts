@@ -4,5 +4,6 @@ import accounts from './areas/accounts/index.ts';
 import zones from './areas/zones/index.ts';
 import dns from './areas/dns/index.ts';
 import calls from './areas/calls/index.ts';
+import edge from './edge/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, calls];
+export const AREAS: Area[] = [accounts, zones, dns, edge, calls];

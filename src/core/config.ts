@@ -15,6 +15,10 @@ export interface Config {
   host: string;
   apiPort: number;
   edgePort: number;
+  /** Authoritative DNS server port, UDP and TCP (0 = any free port). */
+  dnsPort: number;
+  /** Addresses proxied DNS records answer with; empty = derived from `host` (loopback → 127.0.0.1 and ::1). */
+  edgeAddresses: string[];
   dataDir: string;
   /** `postgres://…` for PostgreSQL; otherwise a SQLite file path (default `<dataDir>/outpost.db`). */
   database: string;
@@ -34,6 +38,15 @@ export interface Config {
   /** `immediate`: new zones are active at once; `manual`: pending until an activation check. */
   zoneActivation: 'immediate' | 'manual';
   nameServers: string[];
+  /** Origin connect timeout at the edge (522 after it), ms. */
+  originConnectTimeoutMs: number;
+  /** Wait for the origin's response headers (524 after it), ms. */
+  originResponseTimeoutMs: number;
+  /**
+   * Test mode: the edge takes the visitor's address, country and ASN from `x-outpost-client-ip`,
+   * `x-outpost-country` and `x-outpost-asn` request headers. Never enable in production.
+   */
+  edgeTestHeaders: boolean;
   /** TURN/STUN listener (UDP and TCP), 0 = any free port. */
   turnPort: number;
   /** TURN over TLS port, used when relayTls is set. */
@@ -50,12 +63,18 @@ export interface Config {
   relayQuota: number;
   /** Graceful-stop budget for in-flight requests, ms. */
   shutdownTimeoutMs: number;
+  /** Seconds a new interconnect stays `pending` before it turns `active`. */
+  cniProvisioningSeconds: number;
+  /** JSON file replacing the built-in interconnect facilities catalog. */
+  cniFacilities?: string;
 }
 
 export const DEFAULTS: Config = {
   host: '127.0.0.1',
   apiPort: 8787,
   edgePort: 8080,
+  dnsPort: 5353,
+  edgeAddresses: [],
   dataDir: '.outpost',
   database: '',
   logLevel: 'info',
@@ -64,6 +83,10 @@ export const DEFAULTS: Config = {
   zoneActivation: 'immediate',
   nameServers: ['ns1.outpost.local', 'ns2.outpost.local'],
   shutdownTimeoutMs: 10_000,
+  cniProvisioningSeconds: 60,
+  originConnectTimeoutMs: 15_000,
+  originResponseTimeoutMs: 100_000,
+  edgeTestHeaders: false,
   turnPort: 3478,
   turnsPort: 5349,
   relayTls: 'off',
@@ -84,6 +107,8 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'OUTPOST_HOST', type: 'string', help: 'address to listen on (default 127.0.0.1)' },
   { key: 'apiPort', flag: 'api-port', env: 'OUTPOST_API_PORT', type: 'port', help: 'management API port (default 8787; 0 = any free port)' },
   { key: 'edgePort', flag: 'edge-port', env: 'OUTPOST_EDGE_PORT', type: 'port', help: 'proxied-traffic edge port (default 8080; 0 = any free port)' },
+  { key: 'dnsPort', flag: 'dns-port', env: 'OUTPOST_DNS_PORT', type: 'port', help: 'authoritative DNS port, UDP and TCP (default 5353; 0 = any free port)' },
+  { key: 'edgeAddresses', flag: 'edge-addresses', env: 'OUTPOST_EDGE_ADDRESSES', type: 'list', help: 'comma-separated IPs proxied DNS records answer with (default: from --host)' },
   { key: 'dataDir', flag: 'data-dir', env: 'OUTPOST_DATA_DIR', type: 'string', help: 'data directory (default ./.outpost)' },
   { key: 'database', flag: 'database', env: 'OUTPOST_DATABASE', type: 'string', help: 'postgres://… URL, or a SQLite file (default <data-dir>/outpost.db)' },
   { key: 'databaseSchema', flag: 'database-schema', env: 'OUTPOST_DATABASE_SCHEMA', type: 'string', help: 'PostgreSQL schema to use (created if missing)' },
@@ -95,6 +120,9 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'bodyLimit', flag: 'body-limit', env: 'OUTPOST_BODY_LIMIT', type: 'int', help: 'largest request body in bytes (default 10485760)' },
   { key: 'rateLimit', flag: 'rate-limit', env: 'OUTPOST_RATE_LIMIT', type: 'rate', help: 'per-token limit as <requests>/<seconds>, e.g. 1200/300 (default off)' },
   { key: 'zoneActivation', flag: 'zone-activation', env: 'OUTPOST_ZONE_ACTIVATION', type: 'string', help: 'immediate|manual (default immediate)' },
+  { key: 'originConnectTimeoutMs', flag: 'origin-connect-timeout', env: 'OUTPOST_ORIGIN_CONNECT_TIMEOUT', type: 'int', help: 'edge → origin connect timeout in ms; 522 after it (default 15000)' },
+  { key: 'originResponseTimeoutMs', flag: 'origin-response-timeout', env: 'OUTPOST_ORIGIN_RESPONSE_TIMEOUT', type: 'int', help: 'wait for origin response headers in ms; 524 after it (default 100000)' },
+  { key: 'edgeTestHeaders', flag: 'edge-test-headers', env: 'OUTPOST_EDGE_TEST_HEADERS', type: 'bool', help: 'trust x-outpost-client-ip/-country/-asn request headers (tests only; default false)' },
   { key: 'turnPort', flag: 'turn-port', env: 'OUTPOST_TURN_PORT', type: 'port', help: 'TURN/STUN port, UDP and TCP (default 3478; 0 = any free port)' },
   { key: 'turnsPort', flag: 'turns-port', env: 'OUTPOST_TURNS_PORT', type: 'port', help: 'TURN over TLS port when --relay-tls is set (default 5349)' },
   { key: 'relayTls', flag: 'relay-tls', env: 'OUTPOST_RELAY_TLS', type: 'string', help: 'off | self-signed | <cert.pem>,<key.pem> (default off)' },
@@ -102,6 +130,8 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'relayPorts', flag: 'relay-ports', env: 'OUTPOST_RELAY_PORTS', type: 'string', help: 'relayed-address port range min-max (default 49152-65535)' },
   { key: 'relayAllowLoopback', flag: 'relay-allow-loopback', env: 'OUTPOST_RELAY_ALLOW_LOOPBACK', type: 'bool', help: 'allow loopback/private relay peers (default false)' },
   { key: 'relayQuota', flag: 'relay-quota', env: 'OUTPOST_RELAY_QUOTA', type: 'int', help: 'allocations per relay username (default 10)' },
+  { key: 'cniProvisioningSeconds', flag: 'cni-provisioning-seconds', env: 'OUTPOST_CNI_PROVISIONING_SECONDS', type: 'int', help: 'seconds a new interconnect stays pending (default 60)' },
+  { key: 'cniFacilities', flag: 'cni-facilities', env: 'OUTPOST_CNI_FACILITIES', type: 'string', help: 'JSON file replacing the built-in interconnect facilities catalog' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
 
@@ -153,7 +183,7 @@ export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: Partial<Config> = {},
 ): Config {
-  const config: Config = { ...DEFAULTS, nameServers: [...DEFAULTS.nameServers] };
+  const config: Config = { ...DEFAULTS, nameServers: [...DEFAULTS.nameServers], edgeAddresses: [...DEFAULTS.edgeAddresses] };
   const known = new Set([...OPTIONS.map((o) => o.flag), 'config', 'help']);
   for (const name of Object.keys(flags)) {
     if (!known.has(name)) throw new ConfigError(`unknown flag --${name}; see outpost --help`);

@@ -48,7 +48,7 @@ export function sendErrorPage(res: ServerResponse, code: EdgeErrorCode, rayId: s
     return;
   }
   const page = errorPage(code, rayId, host);
-  res.writeHead(page.status, {
+  res.writeHead(page.status, EDGE_ERRORS[code].title, {
     'content-type': 'text/html; charset=utf-8',
     'content-length': Buffer.byteLength(page.body),
     'cf-ray': `${rayId}-OUT`,

@@ -1,0 +1,45 @@
+/**
+ * @module edge — the HTTP edge for proxied traffic (issue "Edge"; spec 001 request handling):
+ * host → zone → proxied DNS record → origin, the request phases in the platform's order, origin
+ * handlers for names other areas own, and one `edge.request` event per request.
+ * Extension points (service `edge`, see `EdgeService`): `addPhase({name, order, run})` with
+ * `PHASE_ORDER[name]`, `addOriginHandler({matches, handle})`.
+ * LIMITATIONS: plain HTTP/1.1 on the edge port (no TLS termination for visitors, no HTTP/2);
+ * origins are reached over plain HTTP on port 80 unless an origin rule says otherwise; visitor
+ * geography is `XX` unless the test headers are enabled (`--edge-test-headers`).
+ */
+import { defineArea } from '../core/area.ts';
+import { ZONE_INDEX, type ZoneIndex } from '../areas/dns/index.ts';
+import { EdgeServer } from './server.ts';
+import type { OriginHandler, Phase } from './types.ts';
+
+export { PHASE_ORDER } from './server.ts';
+export type { EdgeRequest, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
+export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
+
+/** What other areas get from `ctx.services.require<EdgeService>(EDGE)`. */
+export interface EdgeService {
+  addPhase(phase: Phase): void;
+  addOriginHandler(handler: OriginHandler): void;
+}
+export const EDGE = 'edge';
+
+export default defineArea({
+  name: 'edge',
+  mount(ctx) {
+    const { config, events, log } = ctx;
+    const index = ctx.services.require<ZoneIndex>(ZONE_INDEX);
+    const edge = new EdgeServer({ config, events, log: log.child({ area: 'edge' }), index });
+    ctx.services.provide<EdgeService>(EDGE, {
+      addPhase: (p) => edge.addPhase(p),
+      addOriginHandler: (h) => edge.addOriginHandler(h),
+    });
+    return {
+      async start() {
+        const port = await edge.listen(config.host, config.edgePort);
+        return [{ name: 'edge (proxied HTTP)', protocol: 'http', address: `http://${config.host}:${port}` }];
+      },
+      stop: () => edge.close(),
+    };
+  },
+});

@@ -1,0 +1,195 @@
+/**
+ * The edge listener: accepts visitors' HTTP requests, routes them by host, runs the request
+ * phases in the platform's order, and hands the request to the origin (an address through the
+ * proxy, or an origin handler such as a tunnel). Every request ends in one `edge.request` event.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../core/config.ts';
+import type { EventBus } from '../core/events.ts';
+import type { Logger } from '../core/log.ts';
+import type { ZoneIndex } from '../areas/dns/index.ts';
+import { OriginProxy, type ProxyOutcome } from './proxy.ts';
+import { routeHost } from './routing.ts';
+import { sendErrorPage } from './error-pages.ts';
+import type { EdgeRequest, OriginHandler, Phase, RequestEvent } from './types.ts';
+
+/** Request phases in the platform's order; areas register under these names. */
+export const PHASE_ORDER: Record<string, number> = {
+  ddos_l7: 10,
+  http_request_sanitize: 20,
+  http_request_dynamic_redirect: 30,
+  http_request_transform: 40,
+  http_config_settings: 50,
+  http_request_origin: 60,
+  http_ratelimit: 70,
+  http_request_api_gateway_early: 80,
+  ip_access_rules: 85,
+  http_request_firewall_custom: 90,
+  http_request_firewall_managed: 100,
+  http_request_sbfm: 110,
+  http_request_api_gateway_late: 120,
+  http_request_redirect: 130,
+  http_request_late_transform: 140,
+  http_request_cache_settings: 150,
+  http_request_snippets: 160,
+  http_request_cloud_connector: 170,
+};
+
+export interface EdgeDeps {
+  config: Config;
+  events: EventBus;
+  log: Logger;
+  index: ZoneIndex;
+}
+
+export class EdgeServer {
+  private readonly phases: Phase[] = [];
+  private readonly handlers: OriginHandler[] = [];
+  private readonly proxy: OriginProxy;
+  private server?: http.Server;
+
+  constructor(private readonly deps: EdgeDeps) {
+    this.proxy = new OriginProxy({
+      connectTimeoutMs: deps.config.originConnectTimeoutMs,
+      responseTimeoutMs: deps.config.originResponseTimeoutMs,
+    });
+  }
+
+  addPhase(phase: Phase): void {
+    this.phases.push(phase);
+    this.phases.sort((a, b) => a.order - b.order);
+  }
+
+  addOriginHandler(handler: OriginHandler): void {
+    this.handlers.push(handler);
+  }
+
+  async listen(host: string, port: number): Promise<number> {
+    const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+      void this.handle(req, res, undefined);
+    });
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      void this.handle(req, undefined, { socket, head });
+    });
+    server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => server.closeAllConnections(), 5_000);
+      server.close(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      server.closeIdleConnections();
+    });
+    this.proxy.close();
+  }
+
+  private clientOf(req: IncomingMessage): { ip: string; country: string; asn: number } {
+    const raw = req.socket.remoteAddress ?? '0.0.0.0';
+    let ip = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
+    let country = 'XX';
+    let asn = 0;
+    if (this.deps.config.edgeTestHeaders) {
+      const h = req.headers;
+      if (typeof h['x-outpost-client-ip'] === 'string') ip = h['x-outpost-client-ip'];
+      if (typeof h['x-outpost-country'] === 'string') country = h['x-outpost-country'].toUpperCase();
+      if (typeof h['x-outpost-asn'] === 'string') asn = Number(h['x-outpost-asn']) || 0;
+    }
+    return { ip, country, asn };
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade']): Promise<void> {
+    const startedAt = performance.now();
+    const rayId = randomBytes(8).toString('hex');
+    const host = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '').toLowerCase();
+    const client = this.clientOf(req);
+    let outcome: ProxyOutcome = { status: 0, bytesIn: 0, bytesOut: 0 };
+    let er: EdgeRequest | undefined;
+    try {
+      const routed = routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
+      if ('error' in routed) {
+        outcome.status = this.reject(res, upgrade, routed.error === 1016 ? 1016 : 1001, rayId, host);
+        return;
+      }
+      er = {
+        rayId,
+        req,
+        res,
+        upgrade,
+        host,
+        clientIp: client.ip,
+        scheme: 'http',
+        route: routed.route,
+        origin: { host: routed.originHost, port: 80, protocol: 'http:' },
+        visitor: { country: client.country, asn: client.asn, continent: 'XX', city: '' },
+        fields: {},
+        matchedRules: [],
+        startedAt,
+      };
+      for (const phase of this.phases) {
+        if ((await phase.run(er)) === 'handled') {
+          outcome.status = res?.statusCode ?? 0;
+          return;
+        }
+      }
+      const handler = this.handlers.find((h) => h.matches(er!.origin.host));
+      if (handler) {
+        await handler.handle(er);
+        outcome.status = res?.statusCode ?? 101;
+      } else if (upgrade) {
+        outcome = await this.proxy.upgrade(er);
+      } else {
+        outcome = await this.proxy.forward(er);
+      }
+    } catch (err) {
+      this.deps.log.error({ ray: rayId, err }, 'edge request failed');
+      outcome.status = this.reject(res, upgrade, 502, rayId, host);
+      outcome.error = (err as Error).message;
+    } finally {
+      this.emit(req, rayId, host, client.ip, startedAt, outcome, er);
+    }
+  }
+
+  private reject(res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade'], code: 1001 | 1016 | 502, rayId: string, host: string): number {
+    const status = code >= 1000 ? 530 : code;
+    if (res) sendErrorPage(res, code, rayId, host);
+    else if (upgrade) upgrade.socket.end(`HTTP/1.1 ${status} Edge Error\r\ncf-ray: ${rayId}-OUT\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    return status;
+  }
+
+  private emit(req: IncomingMessage, rayId: string, host: string, clientIp: string, startedAt: number, o: ProxyOutcome, er?: EdgeRequest): void {
+    const event: RequestEvent = {
+      rayId,
+      zoneId: er?.route.zoneId,
+      host,
+      method: req.method ?? 'GET',
+      path: (req.url ?? '/').split('?')[0],
+      status: o.status,
+      clientIp,
+      bytesIn: o.bytesIn,
+      bytesOut: o.bytesOut,
+      durationMs: +(performance.now() - startedAt).toFixed(2),
+      originMs: o.originMs,
+      matchedRules: er?.matchedRules ?? [],
+      error: o.error,
+      timestamp: new Date().toISOString(),
+    };
+    this.deps.events.publish('edge.request', event);
+    if (this.deps.log.isLevelEnabled('debug')) this.deps.log.debug({ edge: event }, 'edge request');
+  }
+}
