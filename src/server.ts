@@ -16,7 +16,7 @@ import { systemClock, type Clock } from './core/clock.ts';
 import type { Config } from './core/config.ts';
 import { failure } from './core/envelope.ts';
 import { ApiError, apiError } from './core/errors.ts';
-import { createEventBus } from './core/events.ts';
+import { createEventBus, type EventBus } from './core/events.ts';
 import { createLogger, type Logger } from './core/log.ts';
 import { PermissionRegistry } from './core/permissions.ts';
 import { RateLimiter } from './core/ratelimit.ts';
@@ -41,6 +41,8 @@ export interface RunningServer {
   seeded: Seeded;
   listeners: Listener[];
   database: Database;
+  /** The change-event bus (tests observe edge request events through it). */
+  events: EventBus;
   app: Hono;
   stop(): Promise<void>;
 }
@@ -143,6 +145,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     seeded,
     listeners,
     database,
+    events: base.events,
     app,
     stop: () =>
       (stopping ??= (async () => {

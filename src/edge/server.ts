@@ -50,6 +50,8 @@ export class EdgeServer {
   private readonly handlers: OriginHandler[] = [];
   private readonly proxy: OriginProxy;
   private server?: http.Server;
+  /** Upgraded (WebSocket) client sockets, which http.Server no longer tracks. */
+  private readonly upgraded = new Set<Socket>();
 
   constructor(private readonly deps: EdgeDeps) {
     this.proxy = new OriginProxy({
@@ -72,6 +74,8 @@ export class EdgeServer {
       void this.handle(req, res, undefined);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      this.upgraded.add(socket);
+      socket.once('close', () => this.upgraded.delete(socket));
       void this.handle(req, undefined, { socket, head });
     });
     server.on('clientError', (_err, socket) => {
@@ -95,6 +99,7 @@ export class EdgeServer {
         resolve();
       });
       server.closeIdleConnections();
+      for (const socket of this.upgraded) socket.destroy();
     });
     this.proxy.close();
   }
