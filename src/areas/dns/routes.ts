@@ -11,6 +11,7 @@ import { applyPatch, canonicalizeRecord } from './record-rules.ts';
 import { DnsRecordInput, DnsRecordPatch } from './schemas.ts';
 import { deleteRecord, dnsRecords, getRecord, insertRecord, replaceRecord, type RecordField, type StoredRecord } from './store.ts';
 import { exportZoneFile, parseZoneFile } from './zonefile.ts';
+import type { DnsChange } from './zone-index.ts';
 
 const text = qString().optional();
 export const ListRecordsQuery = z.object({
@@ -53,7 +54,9 @@ export function mountDnsRoutes(ctx: AreaContext): void {
       await lockScope(tx, database.dialect, `dns:${zone.id}`);
       return fn(tx as unknown as typeof db);
     });
-  const changed = (zone: Zone) => events.publish('dns.changed', { zoneId: zone.id });
+  /** Tells the data planes what changed, synchronously, before the API answers. */
+  const changed = (zone: Zone, upserted: StoredRecord[], deleted: string[] = []) =>
+    events.publish('dns.changed', { zoneId: zone.id, upserted, deleted } satisfies DnsChange);
 
   router.add(
     { method: 'GET', path: '/zones/:zone_id/dns_records', operationId: 'dns-records-for-a-zone-list-dns-records', summary: 'List DNS records', auth: read, query: ListRecordsQuery, tags },
@@ -79,7 +82,7 @@ export function mountDnsRoutes(ctx: AreaContext): void {
       const zone = resolved.zone_id as Zone;
       const rec = canonicalizeRecord(body, zone.name);
       const stored = await write(zone, (tx) => insertRecord(tx, zone, rec, clock));
-      changed(zone);
+      changed(zone, [stored]);
       return stored;
     },
   );
@@ -110,22 +113,21 @@ export function mountDnsRoutes(ctx: AreaContext): void {
         const withProxy = proxiedAll && ['A', 'AAAA', 'CNAME'].includes(input.type) ? { ...input, proxied: true } : input;
         return withItem(`record ${i + 1} (${input.type} ${input.name})`, () => canonicalizeRecord(withProxy, zone.name));
       });
-      const added = await write(zone, async (tx) => {
-        let n = 0;
+      const inserted = await write(zone, async (tx) => {
+        const out: StoredRecord[] = [];
         for (const rec of records) {
           try {
-            await insertRecord(tx, zone, rec, clock);
-            n++;
+            out.push(await insertRecord(tx, zone, rec, clock));
           } catch (err) {
             // Records identical to existing ones are skipped, as the platform does on re-import.
             if (err instanceof ApiError && err.errors[0]?.code === 81058) continue;
             throw err;
           }
         }
-        return n;
+        return out;
       });
-      if (added > 0) changed(zone);
-      return { recs_added: added, total_records_parsed: records.length };
+      if (inserted.length > 0) changed(zone, inserted);
+      return { recs_added: inserted.length, total_records_parsed: records.length };
     },
   );
 
@@ -164,7 +166,7 @@ export function mountDnsRoutes(ctx: AreaContext): void {
         }
         return out;
       });
-      changed(zone);
+      changed(zone, [...result.patches, ...result.puts, ...result.posts], result.deletes.map((r) => r.id));
       return result;
     },
   );
@@ -180,7 +182,7 @@ export function mountDnsRoutes(ctx: AreaContext): void {
       const zone = resolved.zone_id as Zone;
       const rec = canonicalizeRecord(body, zone.name);
       const stored = await write(zone, async (tx) => replaceRecord(tx, zone, await getRecord(tx, zone.id, params.dns_record_id), rec, clock));
-      changed(zone);
+      changed(zone, [stored]);
       return stored;
     },
   );
@@ -193,7 +195,7 @@ export function mountDnsRoutes(ctx: AreaContext): void {
         const doc = await getRecord(tx, zone.id, params.dns_record_id);
         return replaceRecord(tx, zone, doc, applyPatch(doc.body, body, zone.name), clock);
       });
-      changed(zone);
+      changed(zone, [stored]);
       return stored;
     },
   );
@@ -203,7 +205,7 @@ export function mountDnsRoutes(ctx: AreaContext): void {
     async ({ resolved, params }) => {
       const zone = resolved.zone_id as Zone;
       await write(zone, (tx) => deleteRecord(tx, zone.id, params.dns_record_id));
-      changed(zone);
+      changed(zone, [], [params.dns_record_id]);
       return { id: params.dns_record_id };
     },
   );

@@ -109,7 +109,7 @@ export function mountZoneRoutes(ctx: AreaContext): void {
         if (next.vanity_name_servers) next.vanity_name_servers = next.vanity_name_servers.map((n) => n.toLowerCase());
         return (await zones.update(tx, doc, next, clock.now())).body;
       }).then((zone) => {
-        events.publish('zone.changed', { id: zone.id });
+        events.publish('zone.changed', zone);
         return zone;
       });
     },
@@ -133,14 +133,14 @@ export function mountZoneRoutes(ctx: AreaContext): void {
   router.add(
     { method: 'PUT', path: '/zones/:zone_id/activation_check', operationId: 'put-zones-zone_id-activation_check', summary: 'Run the activation check (activates a pending zone)', auth: edit, tags: ['zones'] },
     async ({ params }) => {
-      await db.transaction().execute(async (tx) => {
+      const activated = await db.transaction().execute(async (tx) => {
         const doc = await zones.findById(tx, params.zone_id);
         if (!doc) throw apiError('zone_not_found', params.zone_id);
-        if (doc.body.status === 'active') return;
+        if (doc.body.status === 'active') return undefined;
         const now = clock.now().toISOString();
-        await zones.update(tx, doc, { ...doc.body, status: 'active', activated_on: now, modified_on: now }, clock.now());
+        return (await zones.update(tx, doc, { ...doc.body, status: 'active', activated_on: now, modified_on: now }, clock.now())).body;
       });
-      events.publish('zone.activated', { id: params.zone_id });
+      if (activated) events.publish('zone.changed', activated);
       return { id: params.zone_id };
     },
   );
