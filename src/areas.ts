@@ -5,5 +5,7 @@ import zones from './areas/zones/index.ts';
 import dns from './areas/dns/index.ts';
 import calls from './areas/calls/index.ts';
 import edge from './edge/index.ts';
+import interconnects from './areas/interconnects/index.ts';
+import smartRouting from './areas/smart-routing/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, edge, calls];
+export const AREAS: Area[] = [accounts, zones, dns, edge, calls, interconnects, smartRouting];

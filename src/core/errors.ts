@@ -136,6 +136,66 @@ export const CODES = {
   // --- relay (TURN) keys and credentials ----------------------------------------------------
   relay_key_not_found: { code: 7003, status: 404, message: 'Relay key {0} not found' },
   relay_unauthorized: { code: 10000, status: 401, message: 'Authentication error: {0}' },
+
+  // --- network interconnects (CNI) ----------------------------------------------------------
+  cni_invalid: { code: 1601, status: 400, message: '{0}' },
+  cni_interconnect_not_found: { code: 1602, status: 404, message: 'Interconnect {0} not found' },
+  cni_slot_not_found: { code: 1603, status: 404, message: 'Slot {0} not found' },
+  cni_slot_occupied: { code: 1604, status: 409, message: 'Slot {0} is already occupied by an interconnect' },
+  cni_interconnect_exists: { code: 1605, status: 409, message: 'An interconnect named {0} already exists in this account' },
+  cni_interconnect_in_use: {
+    code: 1606,
+    status: 409,
+    message: 'Interconnect {0} is used by {1} CNI object(s); delete them first',
+  },
+  cni_not_found: { code: 1607, status: 404, message: 'CNI {0} not found' },
+  cni_conflict: { code: 1608, status: 409, message: '{0}' },
+  cni_operator_only: {
+    code: 1609,
+    status: 403,
+    message: 'Operator endpoints need a root credential (the root API token or the global key)',
+  },
+
+  // --- smart routing ------------------------------------------------------------------------
+  smart_routing_no_billing: {
+    code: 1651,
+    status: 403,
+    message: 'Smart routing cannot be changed: account {0} has no billing profile configured',
+  },
+  smart_routing_plan_forbids: {
+    code: 1652,
+    status: 403,
+    message: 'Smart routing cannot be changed on this zone: its {0} plan does not allow it',
+  },
+  smart_routing_operator_only: {
+    code: 1653,
+    status: 403,
+    message: 'Operator endpoints need a root credential (the root API token or the global key)',
+  },
+
+  // --- rulesets (failures carry source.pointer where a field is at fault) ---------------------
+  ruleset_invalid: { code: 20021, status: 400, message: '{0}' },
+  ruleset_not_found: { code: 10003, status: 404, message: 'could not find ruleset {0}' },
+  ruleset_entrypoint_not_found: { code: 10003, status: 404, message: 'could not find entrypoint ruleset in the {0} phase' },
+  ruleset_rule_not_found: { code: 10003, status: 404, message: 'could not find rule {0} in ruleset {1}' },
+  ruleset_version_not_found: { code: 10003, status: 404, message: 'could not find version {0} of ruleset {1}' },
+  ruleset_entrypoint_exists: {
+    code: 20217,
+    status: 400,
+    message: "'{0}' is not a valid value for kind because exceeded maximum number of {0} rulesets for phase {1}",
+  },
+  ruleset_managed_read_only: { code: 20023, status: 403, message: 'managed ruleset {0} is read-only; override it with an execute rule in the {1} phase entry point' },
+  ruleset_latest_version: { code: 20024, status: 400, message: 'version {0} is the current version of ruleset {1} and cannot be deleted' },
+
+  // --- IP access rules ------------------------------------------------------------------------
+  access_rule_invalid: { code: 10014, status: 400, message: '{0}' },
+  access_rule_duplicate: { code: 10009, status: 400, message: 'firewallaccessrules.api.duplicate_of_existing' },
+  access_rule_not_found: { code: 10006, status: 404, message: 'Access rule {0} not found' },
+  access_rule_inherited: {
+    code: 10015,
+    status: 400,
+    message: 'Access rule {0} belongs to account {1} and applies to all its zones; change it through /accounts/{1}/firewall/access_rules/rules',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;
