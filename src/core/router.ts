@@ -19,7 +19,8 @@ import { HEX32, UUID } from './ids.ts';
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export type RouteAuth =
-  | { permission: string; level: Level }
+  /** A permission key, or several of which any one suffices (CNI: Magic WAN or Magic Transit). */
+  | { permission: string | string[]; level: Level }
   /** No credentials needed. */
   | 'public'
   /** Any valid credential; the handler decides. */
@@ -132,9 +133,11 @@ export class Router {
 
     const resolved: Record<string, unknown> = {};
     if (typeof spec.auth === 'object' && principal) {
-      const { permission, level } = spec.auth;
+      const { level } = spec.auth;
+      const keys = Array.isArray(spec.auth.permission) ? spec.auth.permission : [spec.auth.permission];
       // Without the permission anywhere, say so before revealing whether the resource exists.
-      if (!principal.allows(permission, level)) principal.require(permission, level);
+      const held = keys.filter((k) => principal!.allows(k, level));
+      if (held.length === 0) principal.require(keys[0], level);
       let target: Target | undefined;
       for (const [name, value] of Object.entries(params)) {
         const resolver = this.resolvers.get(name);
@@ -144,7 +147,7 @@ export class Router {
         resolved[name] = r.value;
         target = { ...target, ...r.target };
       }
-      principal.require(permission, level, target);
+      if (!held.some((k) => principal!.allows(k, level, target))) principal.require(held[0], level, target);
     }
 
     const query = spec.query ? validate(spec.query, parseQuery(new URL(c.req.url).search), 'query') : undefined;
@@ -213,7 +216,10 @@ export class Router {
           '4XX': { description: 'Failure envelope', content: { 'application/json': { schema: { $ref: '#/components/schemas/failure' } } } },
         },
       };
-      if (typeof spec.auth === 'object') op['x-permission'] = `${spec.auth.permission}:${spec.auth.level}`;
+      if (typeof spec.auth === 'object') {
+        const keys = Array.isArray(spec.auth.permission) ? spec.auth.permission : [spec.auth.permission];
+        op['x-permission'] = keys.map((k) => `${k}:${(spec.auth as { level: Level }).level}`).join(' | ');
+      }
       if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJsonSchema(spec.body, 'input') } } };
       if (spec.bodyType === 'multipart') op.requestBody = { required: true, content: { 'multipart/form-data': { schema: { type: 'object' } } } };
       (paths[path] ??= {})[spec.method.toLowerCase()] = op;
