@@ -270,7 +270,10 @@ const KNOWN_ATTRIBUTES = new Set<number>(Object.values(Attr));
  * Comprehension-required attributes (type < 0x8000) this codec does not
  * understand; a server answers 420 listing them.
  */
-export function unknownRequiredAttributes(msg: StunMessage, extraUnsupported?: ReadonlySet<number>): number[] {
+export function unknownRequiredAttributes(
+  msg: StunMessage,
+  extraUnsupported?: ReadonlySet<number>,
+): number[] {
   const out: number[] = [];
   for (const a of msg.attributes) {
     const unknown = !KNOWN_ATTRIBUTES.has(a.type) || (extraUnsupported?.has(a.type) ?? false);
@@ -302,7 +305,9 @@ export function decodeAddressFamily(value: Buffer | undefined): number | undefin
   return value !== undefined && value.length === 4 ? value[0] : undefined;
 }
 
-export function decodeErrorCode(value: Buffer | undefined): { code: number; reason: string } | undefined {
+export function decodeErrorCode(
+  value: Buffer | undefined,
+): { code: number; reason: string } | undefined {
   if (value === undefined || value.length < 4) return undefined;
   const code = (value[2] & 0x07) * 100 + value[3];
   return { code, reason: value.subarray(4).toString('utf8') };
@@ -316,13 +321,20 @@ export function decodeUnknownAttributes(value: Buffer | undefined): number[] {
 }
 
 /** Decodes XOR-MAPPED/RELAYED/PEER-ADDRESS. Returns undefined for malformed values. */
-export function decodeXorAddress(value: Buffer | undefined, transactionId: Buffer): TransportAddress | undefined {
+export function decodeXorAddress(
+  value: Buffer | undefined,
+  transactionId: Buffer,
+): TransportAddress | undefined {
   if (value === undefined || value.length < 8) return undefined;
   const family = value[1];
   const port = value.readUInt16BE(2) ^ (MAGIC_COOKIE >>> 16);
   if (family === FAMILY_IPV4 && value.length === 8) {
     const a = (value.readUInt32BE(4) ^ MAGIC_COOKIE) >>> 0;
-    return { family: 4, address: `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`, port };
+    return {
+      family: 4,
+      address: `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`,
+      port,
+    };
   }
   if (family === FAMILY_IPV6 && value.length === 20) {
     const bytes = Buffer.allocUnsafe(16);
@@ -377,11 +389,20 @@ export function verifyIntegritySha256(msg: StunMessage, key: Buffer): boolean {
   return timingSafeEqual(expected, msg.raw.subarray(start + 4, start + 4 + length));
 }
 
-function hmacUpTo(algorithm: 'sha1' | 'sha256', key: Buffer, raw: Buffer, attrStart: number, valueLength: number): Buffer {
+function hmacUpTo(
+  algorithm: 'sha1' | 'sha256',
+  key: Buffer,
+  raw: Buffer,
+  attrStart: number,
+  valueLength: number,
+): Buffer {
   const header = Buffer.allocUnsafe(HEADER_LENGTH);
   raw.copy(header, 0, 0, HEADER_LENGTH);
   header.writeUInt16BE(attrStart - HEADER_LENGTH + 4 + valueLength, 2);
-  return createHmac(algorithm, key).update(header).update(raw.subarray(HEADER_LENGTH, attrStart)).digest();
+  return createHmac(algorithm, key)
+    .update(header)
+    .update(raw.subarray(HEADER_LENGTH, attrStart))
+    .digest();
 }
 
 /** Long-term credential key: MD5(username ":" realm ":" password). */
@@ -441,8 +462,10 @@ export function encodeStun(msg: StunOutgoing, opts: EncodeOptions = {}): Buffer 
     a.value.copy(buf, off + 4);
     off += 4 + paddedLength(a.value.length);
   }
-  if (withSha1) off = appendIntegrity(buf, off, Attr.MessageIntegrity, 'sha1', opts.integrityKey!, 20);
-  if (withSha256) off = appendIntegrity(buf, off, Attr.MessageIntegritySha256, 'sha256', opts.integrityKey!, 32);
+  if (withSha1)
+    off = appendIntegrity(buf, off, Attr.MessageIntegrity, 'sha1', opts.integrityKey!, 20);
+  if (withSha256)
+    off = appendIntegrity(buf, off, Attr.MessageIntegritySha256, 'sha256', opts.integrityKey!, 32);
   if (opts.fingerprint) {
     buf.writeUInt16BE(off + 8 - HEADER_LENGTH, 2);
     buf.writeUInt16BE(Attr.Fingerprint, off);
@@ -524,7 +547,11 @@ export function attrXorAddress(
   return value ? { type, value } : undefined;
 }
 
-export function encodeXorAddressValue(address: string, port: number, transactionId: Buffer): Buffer | undefined {
+export function encodeXorAddressValue(
+  address: string,
+  port: number,
+  transactionId: Buffer,
+): Buffer | undefined {
   const ip = parseIp(address);
   if (!ip) return undefined;
   const xport = (port ^ (MAGIC_COOKIE >>> 16)) & 0xffff;
@@ -673,7 +700,7 @@ export function formatIpv6(b: Uint8Array): string {
   for (let i = 0; i < 16; i += 2) groups.push((b[i] << 8) | b[i + 1]);
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -687,8 +714,14 @@ export function formatIpv6(b: Uint8Array): string {
     i = j;
   }
   if (bestLen < 2) return groups.map((g) => g.toString(16)).join(':');
-  const left = groups.slice(0, bestStart).map((g) => g.toString(16)).join(':');
-  const right = groups.slice(bestStart + bestLen).map((g) => g.toString(16)).join(':');
+  const left = groups
+    .slice(0, bestStart)
+    .map((g) => g.toString(16))
+    .join(':');
+  const right = groups
+    .slice(bestStart + bestLen)
+    .map((g) => g.toString(16))
+    .join(':');
   return `${left}::${right}`;
 }
 

@@ -13,6 +13,7 @@
  */
 import { createHmac, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 import dgram from 'node:dgram';
+import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
 import {
@@ -120,6 +121,8 @@ const MAX_STREAM_PENDING = HEADER_LENGTH + 0xffff + 4;
 /** A stream that has not allocated by then is closed, so idle connections cannot pile up. */
 const STREAM_IDLE_MS = 60_000;
 const SOCKET_BUFFER_BYTES = 1 << 21;
+/** STUN bodies are limited to 64 KiB: XOR-PEER-ADDRESS (IPv6) and the DATA header must fit too. */
+const MAX_DATA_INDICATION_PAYLOAD = 0xffff - 24 - 4 - 3;
 
 /** Attributes the codec knows but this server does not implement (answered with 420). */
 const UNSUPPORTED_ATTRIBUTES: ReadonlySet<number> = new Set([
@@ -208,7 +211,6 @@ class OutpostTurnServer implements TurnServer {
   private readonly realm: string;
   private readonly relayAddress: string;
   private readonly relayFamily: 4 | 6;
-  private readonly relayIp: Buffer;
   private readonly defaultLifetimeSec: number;
   private readonly nonceTtlMs: number;
   private readonly now: () => number;
@@ -245,9 +247,11 @@ class OutpostTurnServer implements TurnServer {
     this.relayAddress = opts.relayAddress || '127.0.0.1';
     const relayIp = parseIp(this.relayAddress);
     if (!relayIp) throw new Error(`relayAddress must be an IP literal: ${this.relayAddress}`);
-    this.relayIp = relayIp;
     this.relayFamily = relayIp.length === 4 ? 4 : 6;
-    this.defaultLifetimeSec = Math.min(Math.max(opts.defaultLifetimeSec ?? DEFAULT_LIFETIME_SEC, 1), MAX_LIFETIME_SEC);
+    this.defaultLifetimeSec = Math.min(
+      Math.max(opts.defaultLifetimeSec ?? DEFAULT_LIFETIME_SEC, 1),
+      MAX_LIFETIME_SEC,
+    );
     this.nonceTtlMs = Math.max(opts.nonceTtlSec ?? DEFAULT_NONCE_TTL_SEC, 1) * 1000;
     this.now = opts.now ?? Date.now;
     this.log = opts.log ?? (() => {});
@@ -266,6 +270,11 @@ class OutpostTurnServer implements TurnServer {
       await this.close();
       throw err;
     }
+    if (this.relayAddress === '0.0.0.0' || this.relayAddress === '::') {
+      this.log('warn', 'relayAddress is a wildcard; clients will be told to send to it', {
+        relayAddress: this.relayAddress,
+      });
+    }
     this.sweepTimer = setInterval(() => this.periodicSweep(), SWEEP_INTERVAL_MS);
     this.sweepTimer.unref();
     this.log('info', 'turn server listening', {
@@ -278,7 +287,7 @@ class OutpostTurnServer implements TurnServer {
   }
 
   private async listenUdp(): Promise<void> {
-    const socket = dgram.createSocket({ type: net.isIPv6(this.host) ? 'udp6' : 'udp4' });
+    const socket = createUdpSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
     this.udp = socket;
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
@@ -314,7 +323,9 @@ class OutpostTurnServer implements TurnServer {
     const server = tls.createServer({ cert: cfg.cert, key: cfg.key }, (socket) =>
       this.onStreamConnection(socket, 'tls'),
     );
-    server.on('tlsClientError', (err) => this.log('info', 'tls handshake failed', { error: String(err) }));
+    server.on('tlsClientError', (err) =>
+      this.log('info', 'tls handshake failed', { error: String(err) }),
+    );
     server.on('error', (err) => this.log('warn', 'tls server error', { error: String(err) }));
     this.tlsServer = server;
     this.tlsPort = await listenServer(server, this.host, cfg.port);
@@ -341,9 +352,7 @@ class OutpostTurnServer implements TurnServer {
   }
 
   dropUsername(username: string): void {
-    const set = this.byUsername.get(username);
-    if (!set) return;
-    for (const alloc of [...set]) this.deleteAllocation(alloc, 'credential revoked', true);
+    this.dropUsernameFor(username, 'credential revoked');
   }
 
   // -------------------------------------------------------------------------
@@ -363,7 +372,8 @@ class OutpostTurnServer implements TurnServer {
     const now = this.now();
     this.expireState(now);
     const checks: Promise<void>[] = [];
-    for (const username of [...this.byUsername.keys()]) checks.push(this.recheckUsername(username, now));
+    for (const username of [...this.byUsername.keys()])
+      checks.push(this.recheckUsername(username, now));
     await Promise.all(checks);
   }
 
@@ -373,7 +383,8 @@ class OutpostTurnServer implements TurnServer {
         this.deleteAllocation(alloc, 'lifetime expired');
         continue;
       }
-      for (const [ip, perm] of alloc.permissions) if (perm.expiresAt <= now) alloc.permissions.delete(ip);
+      for (const [ip, perm] of alloc.permissions)
+        if (perm.expiresAt <= now) alloc.permissions.delete(ip);
       for (const ch of alloc.channels.values()) if (ch.expiresAt <= now) removeChannel(alloc, ch);
     }
     for (const [token, r] of this.reservations) {
@@ -402,7 +413,8 @@ class OutpostTurnServer implements TurnServer {
     if (!set) return;
     const valid = secrets.map((s) => longTermKey(username, this.realm, restPassword(s, username)));
     for (const alloc of [...set]) {
-      if (!valid.some((k) => k.equals(alloc.key))) this.deleteAllocation(alloc, 'credential revoked', true);
+      if (!valid.some((k) => k.equals(alloc.key)))
+        this.deleteAllocation(alloc, 'credential revoked', true);
     }
   }
 
@@ -538,16 +550,26 @@ class OutpostTurnServer implements TurnServer {
 
   /** Peer -> client: ChannelData when a channel is bound, otherwise a Data indication. */
   private onPeerData(alloc: Allocation, data: Buffer, rinfo: dgram.RemoteInfo): void {
+    // A throw here would escape the socket's event emitter and take the process down.
+    try {
+      this.forwardPeerData(alloc, data, rinfo);
+    } catch (err) {
+      this.log('error', 'peer data handling failed', { error: String(err) });
+    }
+  }
+
+  private forwardPeerData(alloc: Allocation, data: Buffer, rinfo: dgram.RemoteInfo): void {
     if (alloc.closed) return;
     const now = this.now();
-    const address = this.relayFamily === 4 ? rinfo.address : (canonicalIp(rinfo.address) ?? rinfo.address);
+    const address =
+      this.relayFamily === 4 ? rinfo.address : (canonicalIp(rinfo.address) ?? rinfo.address);
     const perm = alloc.permissions.get(address);
     if (perm === undefined || perm.expiresAt <= now) return;
     this.relayedPackets++;
     const ch = alloc.channelsByPeer.get(address)?.get(rinfo.port);
     if (ch !== undefined && ch.expiresAt > now) {
       this.sendChannelDataToClient(alloc.link, ch.number, data);
-    } else {
+    } else if (data.length <= MAX_DATA_INDICATION_PAYLOAD) {
       this.sendToClient(alloc.link, this.buildDataIndication(perm.ip, rinfo.port, data), true);
     }
   }
@@ -622,9 +644,11 @@ class OutpostTurnServer implements TurnServer {
   private handleSendIndication(link: ClientLink, msg: StunMessage): void {
     const alloc = this.allocationFor(link);
     if (!alloc) return;
+    // Indications cannot be answered, so unknown comprehension-required attributes mean drop.
+    if (unknownRequiredAttributes(msg, UNSUPPORTED_ATTRIBUTES).length > 0) return;
     const peer = decodeXorAddress(getAttribute(msg, Attr.XorPeerAddress), msg.transactionId);
     const data = getAttribute(msg, Attr.Data);
-    if (!peer || !data) return;
+    if (!peer || !data || peer.port === 0) return;
     const perm = alloc.permissions.get(peer.address);
     if (perm === undefined || perm.expiresAt <= this.now()) return;
     this.relayedPackets++;
@@ -669,16 +693,33 @@ class OutpostTurnServer implements TurnServer {
     }
   }
 
-  private rejectUnknownAttributes(link: ClientLink, msg: StunMessage, auth: AuthResult | null): boolean {
+  private rejectUnknownAttributes(
+    link: ClientLink,
+    msg: StunMessage,
+    auth: AuthResult | null,
+  ): boolean {
     const unknown = unknownRequiredAttributes(msg, UNSUPPORTED_ATTRIBUTES);
     if (unknown.length === 0) return false;
-    this.sendError(link, msg.method, msg.transactionId, 420, 'Unknown Attribute', [attrUnknownAttributes(unknown)], auth);
+    this.sendError(
+      link,
+      msg.method,
+      msg.transactionId,
+      420,
+      'Unknown Attribute',
+      [attrUnknownAttributes(unknown)],
+      auth,
+    );
     return true;
   }
 
   private handleBinding(link: ClientLink, msg: StunMessage): void {
     const attrs: OutgoingAttribute[] = [];
-    const mapped = attrXorAddress(Attr.XorMappedAddress, link.address, link.port, msg.transactionId);
+    const mapped = attrXorAddress(
+      Attr.XorMappedAddress,
+      link.address,
+      link.port,
+      msg.transactionId,
+    );
     if (mapped) attrs.push(mapped);
     this.sendResponse(link, msg.method, msg.transactionId, attrs, null);
   }
@@ -692,7 +733,8 @@ class OutpostTurnServer implements TurnServer {
       this.sendError(link, msg.method, msg.transactionId, code, reason, this.challengeAttributes());
       return null;
     };
-    if (msg.integrityStart < 0 && msg.integritySha256Start < 0) return challenge(401, 'Unauthorized');
+    if (msg.integrityStart < 0 && msg.integritySha256Start < 0)
+      return challenge(401, 'Unauthorized');
     const username = decodeString(getAttribute(msg, Attr.Username));
     const realm = decodeString(getAttribute(msg, Attr.Realm));
     const nonce = decodeString(getAttribute(msg, Attr.Nonce));
@@ -737,7 +779,11 @@ class OutpostTurnServer implements TurnServer {
     return parseInt(expiry, 16) * 1000 > this.now();
   }
 
-  private async handleAllocate(link: ClientLink, msg: StunMessage, auth: AuthResult): Promise<void> {
+  private async handleAllocate(
+    link: ClientLink,
+    msg: StunMessage,
+    auth: AuthResult,
+  ): Promise<void> {
     const existing = this.allocationFor(link);
     if (existing) {
       if (existing.allocateTid.equals(msg.transactionId) && existing.username === auth.username) {
@@ -764,10 +810,17 @@ class OutpostTurnServer implements TurnServer {
     if (token && token.length !== 8) return fail(400, 'Bad Request');
     if (familyAttr) {
       const family = decodeAddressFamily(familyAttr);
-      if (family !== FAMILY_IPV4 && family !== FAMILY_IPV6) return fail(440, 'Address Family not Supported');
-      if ((family === FAMILY_IPV4 ? 4 : 6) !== this.relayFamily) return fail(440, 'Address Family not Supported');
+      if (family !== FAMILY_IPV4 && family !== FAMILY_IPV6)
+        return fail(440, 'Address Family not Supported');
+      if ((family === FAMILY_IPV4 ? 4 : 6) !== this.relayFamily)
+        return fail(440, 'Address Family not Supported');
+    } else if (!token && this.relayFamily === 6) {
+      // RFC 8656 §7.2: without REQUESTED-ADDRESS-FAMILY the relayed address must be IPv4.
+      return fail(440, 'Address Family not Supported');
     }
-    const live = (this.byUsername.get(auth.username)?.size ?? 0) + (this.pendingPerUser.get(auth.username) ?? 0);
+    const live =
+      (this.byUsername.get(auth.username)?.size ?? 0) +
+      (this.pendingPerUser.get(auth.username) ?? 0);
     if (live >= this.opts.maxAllocationsPerUsername) return fail(486, 'Allocation Quota Reached');
     const lifetimeSec = this.grantedLifetime(decodeUInt32(getAttribute(msg, Attr.Lifetime)));
 
@@ -777,7 +830,10 @@ class OutpostTurnServer implements TurnServer {
     try {
       binding = token
         ? this.takeReservation(token)
-        : await this.bindRelay(evenPort !== undefined, evenPort !== undefined && (evenPort[0] & 0x80) !== 0);
+        : await this.bindRelay(
+            evenPort !== undefined,
+            evenPort !== undefined && (evenPort[0] & 0x80) !== 0,
+          );
     } finally {
       this.pendingTuples.delete(tupleKey);
       const n = (this.pendingPerUser.get(auth.username) ?? 1) - 1;
@@ -800,12 +856,23 @@ class OutpostTurnServer implements TurnServer {
     lifetimeSec: number,
   ): void {
     const attrs: OutgoingAttribute[] = [];
-    const relayed = attrXorAddress(Attr.XorRelayedAddress, this.relayAddress, binding.port, msg.transactionId);
-    const mapped = attrXorAddress(Attr.XorMappedAddress, link.address, link.port, msg.transactionId);
+    const relayed = attrXorAddress(
+      Attr.XorRelayedAddress,
+      this.relayAddress,
+      binding.port,
+      msg.transactionId,
+    );
+    const mapped = attrXorAddress(
+      Attr.XorMappedAddress,
+      link.address,
+      link.port,
+      msg.transactionId,
+    );
     if (relayed) attrs.push(relayed);
     if (mapped) attrs.push(mapped);
     attrs.push(attrUInt32(Attr.Lifetime, lifetimeSec));
-    if (binding.reserved) attrs.push({ type: Attr.ReservationToken, value: this.reserve(binding.reserved) });
+    if (binding.reserved)
+      attrs.push({ type: Attr.ReservationToken, value: this.reserve(binding.reserved) });
     const response = this.encodeResponse(msg.method, msg.transactionId, attrs, auth);
 
     const alloc: Allocation = {
@@ -846,7 +913,15 @@ class OutpostTurnServer implements TurnServer {
     if (familyAttr) {
       const family = decodeAddressFamily(familyAttr) === FAMILY_IPV6 ? 6 : 4;
       if (family !== this.relayFamily) {
-        this.sendError(link, msg.method, msg.transactionId, 443, 'Peer Address Family Mismatch', [], auth);
+        this.sendError(
+          link,
+          msg.method,
+          msg.transactionId,
+          443,
+          'Peer Address Family Mismatch',
+          [],
+          auth,
+        );
         return;
       }
     }
@@ -858,7 +933,13 @@ class OutpostTurnServer implements TurnServer {
     }
     const lifetimeSec = this.grantedLifetime(requested);
     alloc.expiresAt = this.now() + lifetimeSec * 1000;
-    this.sendResponse(link, msg.method, msg.transactionId, [attrUInt32(Attr.Lifetime, lifetimeSec)], auth);
+    this.sendResponse(
+      link,
+      msg.method,
+      msg.transactionId,
+      [attrUInt32(Attr.Lifetime, lifetimeSec)],
+      auth,
+    );
   }
 
   private handleCreatePermission(link: ClientLink, msg: StunMessage, auth: AuthResult): void {
@@ -884,15 +965,20 @@ class OutpostTurnServer implements TurnServer {
   private handleChannelBind(link: ClientLink, msg: StunMessage, auth: AuthResult): void {
     const alloc = this.ownedAllocation(link, msg, auth);
     if (!alloc) return;
-    const bad = (): void => this.sendError(link, msg.method, msg.transactionId, 400, 'Bad Request', [], auth);
+    const bad = (): void =>
+      this.sendError(link, msg.method, msg.transactionId, 400, 'Bad Request', [], auth);
     const channel = decodeChannelNumber(getAttribute(msg, Attr.ChannelNumber));
     const peer = decodeXorAddress(getAttribute(msg, Attr.XorPeerAddress), msg.transactionId);
-    if (channel === undefined || !peer) return bad();
+    if (channel === undefined || !peer || peer.port === 0) return bad();
     if (channel < MIN_CHANNEL || channel > this.maxChannel) return bad();
     if (!this.checkPeer(link, msg, auth, peer)) return;
     const now = this.now();
     const byNumber = alloc.channels.get(channel);
-    if (byNumber && byNumber.expiresAt > now && (byNumber.peerAddress !== peer.address || byNumber.peerPort !== peer.port)) {
+    if (
+      byNumber &&
+      byNumber.expiresAt > now &&
+      (byNumber.peerAddress !== peer.address || byNumber.peerPort !== peer.port)
+    ) {
       return bad();
     }
     const byPeer = alloc.channelsByPeer.get(peer.address)?.get(peer.port);
@@ -919,9 +1005,22 @@ class OutpostTurnServer implements TurnServer {
   }
 
   /** Peer must match the relay's family and be an allowed destination; answers 443/403 otherwise. */
-  private checkPeer(link: ClientLink, msg: StunMessage, auth: AuthResult, peer: TransportAddress): boolean {
+  private checkPeer(
+    link: ClientLink,
+    msg: StunMessage,
+    auth: AuthResult,
+    peer: TransportAddress,
+  ): boolean {
     if (peer.family !== this.relayFamily) {
-      this.sendError(link, msg.method, msg.transactionId, 443, 'Peer Address Family Mismatch', [], auth);
+      this.sendError(
+        link,
+        msg.method,
+        msg.transactionId,
+        443,
+        'Peer Address Family Mismatch',
+        [],
+        auth,
+      );
       return false;
     }
     const ip = parseIp(peer.address);
@@ -937,9 +1036,9 @@ class OutpostTurnServer implements TurnServer {
 
   private async bindRelay(even: boolean, reserveNext: boolean): Promise<RelayBinding | null> {
     const type = this.relayFamily === 4 ? 'udp4' : 'udp6';
-    for (let attempt = 0; attempt < MAX_PORT_ATTEMPTS && !this.closed; attempt++) {
-      const candidate = this.pickRelayPort(even, reserveNext);
-      if (candidate === null) return null;
+    let attempts = 0;
+    for (const candidate of this.relayPortCandidates(even, reserveNext)) {
+      if (attempts++ >= MAX_PORT_ATTEMPTS || this.closed) break;
       const socket = await bindUdp(type, this.relayAddress, candidate);
       if (!socket) continue;
       const port = socket.address().port;
@@ -965,19 +1064,28 @@ class OutpostTurnServer implements TurnServer {
     return null;
   }
 
-  /** Random port in range (0 lets the OS pick), skipping ports this server already holds. */
-  private pickRelayPort(even: boolean, reserveNext: boolean): number | null {
+  /**
+   * Ports to try: a walk through the range from a random start (so allocations
+   * are hard to guess), skipping ports this server already holds. With a range
+   * starting at 0 the OS picks (0 is yielded repeatedly; the caller bounds attempts).
+   */
+  private *relayPortCandidates(even: boolean, reserveNext: boolean): Generator<number> {
     const [min, max] = this.opts.relayPortRange;
-    if (min === 0) return 0;
-    const hi = reserveNext ? max - 1 : max;
-    if (hi < min) return null;
-    for (let i = 0; i < 8; i++) {
-      let port = min + Math.floor(Math.random() * (hi - min + 1));
-      if (even && port % 2 !== 0) port = port + 1 <= hi ? port + 1 : port - 1;
-      if (port < min) continue;
-      if (!this.relayPortsInUse.has(port) && !(reserveNext && this.relayPortsInUse.has(port + 1))) return port;
+    if (min === 0) {
+      for (let i = 0; i < MAX_PORT_ATTEMPTS; i++) yield 0;
+      return;
     }
-    return min + Math.floor(Math.random() * (hi - min + 1));
+    const hi = Math.min(reserveNext ? max - 1 : max, 0xffff);
+    if (hi < min) return;
+    const size = hi - min + 1;
+    const start = Math.floor(Math.random() * size);
+    for (let i = 0; i < size; i++) {
+      const port = min + ((start + i) % size);
+      if (even && port % 2 !== 0) continue;
+      if (this.relayPortsInUse.has(port) || (reserveNext && this.relayPortsInUse.has(port + 1)))
+        continue;
+      yield port;
+    }
   }
 
   private prepareRelaySocket(socket: dgram.Socket): void {
@@ -1063,7 +1171,11 @@ class OutpostTurnServer implements TurnServer {
     }
     this.relayPortsInUse.delete(alloc.relayPort);
     closeQuietly(alloc.relay);
-    this.log('info', 'allocation deleted', { username: alloc.username, relayPort: alloc.relayPort, reason });
+    this.log('info', 'allocation deleted', {
+      username: alloc.username,
+      relayPort: alloc.relayPort,
+      reason,
+    });
   }
 
   // -------------------------------------------------------------------------
@@ -1125,7 +1237,12 @@ function installPermission(alloc: Allocation, address: string, expiresAt: number
   if (ip) alloc.permissions.set(address, { expiresAt, ip });
 }
 
-function bindChannel(alloc: Allocation, number: number, peer: TransportAddress, expiresAt: number): void {
+function bindChannel(
+  alloc: Allocation,
+  number: number,
+  peer: TransportAddress,
+  expiresAt: number,
+): void {
   const existing = alloc.channels.get(number);
   if (existing) {
     existing.expiresAt = expiresAt;
@@ -1188,9 +1305,39 @@ function isIpv4PeerAllowed(ip: Uint8Array, allowPrivate: boolean): boolean {
   return true;
 }
 
-function bindUdp(type: 'udp4' | 'udp6', address: string, port: number): Promise<dgram.Socket | null> {
+/**
+ * dgram resolves every destination through dns.lookup, which for an IP literal
+ * still defers the send by a tick. Every address this server sends to is already
+ * a literal, so answer those synchronously and only fall back to DNS otherwise.
+ */
+function literalLookup(
+  hostname: string,
+  options: dns.LookupOneOptions | number,
+  callback: (err: NodeJS.ErrnoException | null, address: string, family: number) => void,
+): void {
+  const family = net.isIP(hostname);
+  if (family !== 0) {
+    callback(null, hostname, family);
+    return;
+  }
+  const opts: dns.LookupOneOptions = typeof options === 'number' ? { family: options } : options;
+  dns.lookup(hostname, opts, callback);
+}
+
+function createUdpSocket(type: 'udp4' | 'udp6'): dgram.Socket {
+  return dgram.createSocket({
+    type,
+    lookup: literalLookup as NonNullable<dgram.SocketOptions['lookup']>,
+  });
+}
+
+function bindUdp(
+  type: 'udp4' | 'udp6',
+  address: string,
+  port: number,
+): Promise<dgram.Socket | null> {
   return new Promise((resolve) => {
-    const socket = dgram.createSocket({ type });
+    const socket = createUdpSocket(type);
     const onError = (): void => {
       closeQuietly(socket);
       resolve(null);
