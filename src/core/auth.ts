@@ -80,7 +80,10 @@ export class Principal {
         const g = this.groups.get(ref.id);
         return !!g && g.key === key && (g.level === level || g.level === 'edit');
       }) && (target === undefined || covers(p.resources, target));
-    if (this.policies.some((p) => p.effect === 'deny' && matching(p))) return false;
+    // Without a target ("anywhere?"), a deny limited to named accounts or zones leaves the rest
+    // allowed; only an unrestricted deny (a `*` or user resource) answers no.
+    const denies = (p: Policy) => target !== undefined || Object.keys(p.resources).some((k) => k.endsWith('.*') || k.startsWith(USER));
+    if (this.policies.some((p) => p.effect === 'deny' && matching(p) && denies(p))) return false;
     return this.policies.some((p) => p.effect === 'allow' && matching(p));
   }
 
@@ -103,6 +106,7 @@ export class Principal {
 
 const ACCOUNT = 'com.cloudflare.api.account.';
 const ZONE = 'com.cloudflare.api.account.zone.';
+const USER = 'com.cloudflare.api.user.';
 
 function covers(resources: Policy['resources'], t: Target): boolean {
   for (const [key, value] of Object.entries(resources)) {

@@ -90,27 +90,51 @@ function parsePart(chunk: Buffer): RawPart {
   return { name, filename, type, data: Buffer.from(chunk.subarray(headerEnd + sep)) };
 }
 
-/** Sets `obj[a][b]…` from the bracket path `a[b][]`. */
+/**
+ * Sets `obj[a][b]…` from the bracket path `a[b][]`. `a[][b]` (how the official client encodes an
+ * array of objects) fills the last object of the array; a field it already has starts the next one.
+ */
 function setBracket(obj: Record<string, unknown>, path: string[], value: unknown): void {
-  let cur: Record<string, unknown> = obj;
-  for (let i = 0; i < path.length; i++) {
-    const key = path[i];
-    const last = i === path.length - 1;
-    const nextIsArray = path[i + 1] === '';
-    if (key === '') continue;
-    if (last || (nextIsArray && i + 1 === path.length - 1)) {
-      if (nextIsArray) {
-        const arr = (Array.isArray(cur[key]) ? cur[key] : []) as unknown[];
-        arr.push(value);
-        cur[key] = arr;
-      } else {
-        cur[key] = value;
-      }
+  const [key, ...rest] = path;
+  // Never write through to prototypes (`metadata[__proto__][x]`).
+  if (key === '' || key === '__proto__' || key === 'constructor' || key === 'prototype') return;
+  if (rest.length === 0) {
+    obj[key] = value;
+    return;
+  }
+  if (rest[0] === '') {
+    const arr = (Array.isArray(obj[key]) ? obj[key] : (obj[key] = [])) as unknown[];
+    const after = rest.slice(1);
+    if (after.length === 0) {
+      arr.push(value);
       return;
     }
-    if (typeof cur[key] !== 'object' || cur[key] === null) cur[key] = {};
-    cur = cur[key] as Record<string, unknown>;
+    let last = arr[arr.length - 1];
+    if (!isRecord(last) || isSet(last, after)) arr.push((last = {}));
+    setBracket(last as Record<string, unknown>, after, value);
+    return;
   }
+  if (typeof obj[key] !== 'object' || obj[key] === null) obj[key] = {};
+  setBracket(obj[key] as Record<string, unknown>, rest, value);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** True if the bracket path already holds a scalar (so setting it again means a new array item). */
+function isSet(obj: Record<string, unknown>, path: string[]): boolean {
+  const [key, ...rest] = path;
+  if (!(key in obj)) return false;
+  if (rest.length === 0) return true;
+  const next = obj[key];
+  if (rest[0] === '') {
+    const after = rest.slice(1);
+    if (after.length === 0 || !Array.isArray(next)) return false;
+    const last = next[next.length - 1];
+    return isRecord(last) && isSet(last, after);
+  }
+  return isRecord(next) && isSet(next, rest);
 }
 
 function scalar(text: string): unknown {

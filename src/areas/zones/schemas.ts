@@ -1,7 +1,7 @@
 /** Zone request bodies and list query (spec 001 "Zone"; create/edit/delete from the official document). */
 import { z } from 'zod';
 import { pageQuery } from '../../core/pagination.ts';
-import { qString } from '../../core/validate.ts';
+import { qList, qString } from '../../core/validate.ts';
 
 export const ZoneType = z.enum(['full', 'partial', 'secondary', 'internal']);
 
@@ -26,7 +26,9 @@ export const ListZonesQuery = z.object({
   status: qString(ZoneStatus).optional(),
   'account.id': qString().optional(),
   'account.name': qString().optional(),
-  order: qString(z.enum(['name', 'status', 'account.id', 'account.name'])).optional(),
+  /** Repeated or comma-separated; without it, `internal` zones are left out (spec). */
+  type: qList(ZoneType).optional(),
+  order: qString(z.enum(['name', 'status', 'account.id', 'account.name', 'plan.id'])).optional(),
   direction: qString(z.enum(['asc', 'desc'])).optional(),
   match: qString(z.enum(['any', 'all'])).optional(),
 });
@@ -47,7 +49,7 @@ export interface Zone {
   modified_on: string;
   activated_on: string | null;
   account: { id: string; name: string };
-  owner: { id: string | null; type: string; email: string | null };
+  owner: { id: string; type: string; name: string };
   meta: { step: number; custom_certificate_quota: number; page_rule_quota: number; phishing_detected: boolean };
   plan: { id: string; name: string; price: number; currency: string; frequency: string; is_subscribed: boolean; can_subscribe: boolean; legacy_id: string; legacy_discount: boolean; externally_managed: boolean };
   permissions: string[];

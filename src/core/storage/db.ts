@@ -81,7 +81,10 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
     sqlite.pragma('foreign_keys = ON');
     db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) });
   }
-  await migrate(db, isPostgres ? 'postgres' : 'sqlite');
+  const schema = isPostgres
+    ? (opts.schema ?? (await sql<{ s: string | null }>`select current_schema() as s`.execute(db)).rows[0]?.s ?? undefined)
+    : undefined;
+  await migrate(db, isPostgres ? 'postgres' : 'sqlite', schema);
   return {
     db,
     dialect: isPostgres ? 'postgres' : 'sqlite',

@@ -46,10 +46,15 @@ function migrations(_dialect: Dialect): Record<string, Migration> {
   };
 }
 
-export async function migrate(db: Kysely<any>, dialect: Dialect): Promise<void> {
+/**
+ * `schema` (PostgreSQL) names where the migration bookkeeping tables live: without it Kysely finds
+ * them in any schema of the database and then fails when another schema holds them.
+ */
+export async function migrate(db: Kysely<any>, dialect: Dialect, schema?: string): Promise<void> {
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations(dialect) },
+    ...(schema ? { migrationTableSchema: schema } : {}),
   });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
