@@ -86,7 +86,6 @@ export const CODES = {
     status: 400,
     message: 'Invalid TTL. Must be between 60 and 86400 seconds, or 1 for Automatic.',
   },
-  dns_not_proxiable: { code: 9041, status: 400, message: 'This record type cannot be proxied.' },
   dns_outside_zone: {
     code: 9000,
     status: 400,

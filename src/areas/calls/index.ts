@@ -12,6 +12,7 @@
  * LIMITATIONS: no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not served;
  * the 53/80/443 alternative ports are not opened (they need privileges) and so are not listed.
  */
+import { isIP } from 'node:net';
 import { defineArea, type AreaContext } from '../../core/area.ts';
 import { RelayIndex } from './keys.ts';
 import { mountRelayRoutes, type RelayState } from './routes.ts';
@@ -55,7 +56,8 @@ export default defineArea({
           tcpPort: config.turnPort,
           tls: tls ? { port: config.turnsPort, ...tls } : undefined,
           realm: 'outpost',
-          relayAddress: config.host,
+          // Relayed addresses are advertised to peers: a wildcard listen address cannot be one.
+          relayAddress: config.relayHost && isIP(config.relayHost) ? config.relayHost : config.host,
           relayPortRange: parseRange(config.relayPorts),
           allowLoopbackPeers: config.relayAllowLoopback,
           maxAllocationsPerUsername: config.relayQuota,
