@@ -58,6 +58,7 @@ export async function startTestServer(overrides: Partial<Config> = {}, opts: { c
       logLevel: 'silent',
       shutdownTimeoutMs: 2000,
       turnPort: 0,
+      dnsPort: 0,
       relayAllowLoopback: true,
       ...overrides,
     },

@@ -25,6 +25,8 @@ export interface IndexedZone {
   status: Zone['status'];
   paused: boolean;
   nameServers: string[];
+  /** Bumped on every change, so derived views (the DNS server's) know when to rebuild. */
+  version: number;
   /** Records by owner name (absolute, lowercase). */
   records: Map<string, StoredRecord[]>;
 }
@@ -79,6 +81,7 @@ export class ZoneIndex {
       if (list) list.push(r);
       else zone.records.set(r.name, [r]);
     }
+    zone.version++;
   }
 
   stop(): void {
@@ -97,6 +100,7 @@ export class ZoneIndex {
   }
 
   private put(zone: Zone, records: StoredRecord[]): void {
+    const version = (this.byId.get(zone.id)?.version ?? 0) + 1;
     this.remove(zone.id);
     const byOwner = new Map<string, StoredRecord[]>();
     for (const r of records) {
@@ -111,6 +115,7 @@ export class ZoneIndex {
       status: zone.status,
       paused: zone.paused,
       nameServers: zone.name_servers,
+      version,
       records: byOwner,
     };
     // Two accounts may hold the same zone name; the active one serves.
