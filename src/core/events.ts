@@ -7,6 +7,8 @@ import { EventEmitter } from 'node:events';
 export interface EventBus {
   publish(topic: string, payload: unknown): void;
   subscribe(topic: string, listener: (payload: unknown) => void): () => void;
+  /** True if anything listens: hot paths skip building payloads nobody reads. */
+  listening(topic: string): boolean;
 }
 
 export function createEventBus(): EventBus {
@@ -20,5 +22,6 @@ export function createEventBus(): EventBus {
       emitter.on(topic, listener);
       return () => emitter.off(topic, listener);
     },
+    listening: (topic) => emitter.listenerCount(topic) > 0,
   };
 }

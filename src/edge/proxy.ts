@@ -73,7 +73,6 @@ export class OriginProxy {
         if (settled) return;
         settled = true;
         clearTimeout(connectTimer);
-        clearTimeout(responseTimer);
         if (code) {
           outcome.status = res.headersSent ? res.statusCode : (code >= 1000 ? 530 : code);
           outcome.error = error;
@@ -91,21 +90,25 @@ export class OriginProxy {
         agent: er.origin.protocol === 'https:' ? this.httpsAgent : this.httpAgent,
         servername: er.origin.protocol === 'https:' && !net.isIP(er.origin.host) ? er.origin.host : undefined,
       });
-      const connectTimer = setTimeout(() => {
-        upstream.destroy(new Error('connect timeout'));
-        finish(522, 'origin connect timeout');
-      }, this.opts.connectTimeoutMs);
-      let responseTimer: NodeJS.Timeout | undefined;
+      // Timers are per request only while connecting a new socket; pooled sockets are connected.
+      let connectTimer: NodeJS.Timeout | undefined;
       upstream.on('socket', (socket) => {
-        const connected = () => {
+        const awaitResponse = () => {
           clearTimeout(connectTimer);
-          responseTimer = setTimeout(() => {
+          // An idle timeout on the socket (cheap internal timers): no byte from the origin for
+          // this long before its response headers → 524.
+          upstream.setTimeout(this.opts.responseTimeoutMs, () => {
             upstream.destroy(new Error('response timeout'));
             finish(524, 'origin response timeout');
-          }, this.opts.responseTimeoutMs);
+          });
         };
-        if ((socket as net.Socket).connecting) socket.once('connect', connected);
-        else connected();
+        if ((socket as net.Socket).connecting) {
+          connectTimer = setTimeout(() => {
+            upstream.destroy(new Error('connect timeout'));
+            finish(522, 'origin connect timeout');
+          }, this.opts.connectTimeoutMs);
+          socket.once('connect', awaitResponse);
+        } else awaitResponse();
       });
       upstream.on('error', (err: NodeJS.ErrnoException) => {
         if (settled) return;
@@ -118,13 +121,15 @@ export class OriginProxy {
         } else finish(502, err.message);
       });
       upstream.on('response', (originRes) => {
-        clearTimeout(responseTimer);
+        upstream.setTimeout(0);
         outcome.originMs = +(performance.now() - sentAt).toFixed(2);
         outcome.status = originRes.statusCode ?? 502;
         res.writeHead(outcome.status, originRes.statusMessage, responseHeaders(originRes.headers, er.rayId));
-        originRes.on('data', (chunk: Buffer) => {
-          outcome.bytesOut += chunk.length;
-        });
+        // Byte counts come from Content-Length when the origin sends one; only bodies of unknown
+        // length are counted chunk by chunk.
+        const declared = Number(originRes.headers['content-length']);
+        if (Number.isFinite(declared)) outcome.bytesOut = declared;
+        else originRes.on('data', (chunk: Buffer) => (outcome.bytesOut += chunk.length));
         originRes.pipe(res);
         originRes.on('end', () => finish());
         originRes.on('error', (err) => {
@@ -137,9 +142,9 @@ export class OriginProxy {
         if (!res.writableFinished) upstream.destroy();
         finish();
       });
-      req.on('data', (chunk: Buffer) => {
-        outcome.bytesIn += chunk.length;
-      });
+      const declaredIn = Number(req.headers['content-length']);
+      if (Number.isFinite(declaredIn)) outcome.bytesIn = declaredIn;
+      else if (req.headers['transfer-encoding']) req.on('data', (chunk: Buffer) => (outcome.bytesIn += chunk.length));
       req.pipe(upstream);
     });
   }

@@ -16,6 +16,14 @@ import { routeHost } from './routing.ts';
 import { sendErrorPage } from './error-pages.ts';
 import type { EdgeRequest, OriginHandler, Phase, RequestEvent } from './types.ts';
 
+/** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
+const RAY_PREFIX = randomBytes(4).toString('hex');
+let rayCounter = randomBytes(4).readUInt32BE(0);
+function nextRayId(): string {
+  rayCounter = (rayCounter + 1) >>> 0;
+  return RAY_PREFIX + rayCounter.toString(16).padStart(8, '0');
+}
+
 /** Request phases in the platform's order; areas register under these names. */
 export const PHASE_ORDER: Record<string, number> = {
   ddos_l7: 10,
@@ -120,7 +128,7 @@ export class EdgeServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade']): Promise<void> {
     const startedAt = performance.now();
-    const rayId = randomBytes(8).toString('hex');
+    const rayId = nextRayId();
     const host = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '').toLowerCase();
     const client = this.clientOf(req);
     let outcome: ProxyOutcome = { status: 0, bytesIn: 0, bytesOut: 0 };
@@ -178,6 +186,8 @@ export class EdgeServer {
   }
 
   private emit(req: IncomingMessage, rayId: string, host: string, clientIp: string, startedAt: number, o: ProxyOutcome, er?: EdgeRequest): void {
+    const debug = this.deps.log.isLevelEnabled('debug');
+    if (!debug && !this.deps.events.listening('edge.request')) return;
     const event: RequestEvent = {
       rayId,
       zoneId: er?.route.zoneId,
@@ -195,6 +205,6 @@ export class EdgeServer {
       timestamp: new Date().toISOString(),
     };
     this.deps.events.publish('edge.request', event);
-    if (this.deps.log.isLevelEnabled('debug')) this.deps.log.debug({ edge: event }, 'edge request');
+    if (debug) this.deps.log.debug({ edge: event }, 'edge request');
   }
 }
