@@ -3,9 +3,11 @@ import type { Area } from './core/area.ts';
 import accounts from './areas/accounts/index.ts';
 import zones from './areas/zones/index.ts';
 import dns from './areas/dns/index.ts';
+import rulesets from './areas/rulesets/index.ts';
+import accessRules from './areas/access-rules/index.ts';
 import calls from './areas/calls/index.ts';
 import edge from './edge/index.ts';
 import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, edge, calls, interconnects, smartRouting];
+export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, calls, interconnects, smartRouting];

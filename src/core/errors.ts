@@ -195,6 +195,40 @@ export const CODES = {
     status: 400,
     message: 'Access rule {0} belongs to account {1} and applies to all its zones; change it through /accounts/{1}/firewall/access_rules/rules',
   },
+
+  // --- proxied TCP/UDP applications (spectrum) ------------------------------------------------
+  spectrum_invalid: { code: 11001, status: 400, message: '{0}' },
+  spectrum_app_not_found: { code: 11002, status: 404, message: 'Application {0} not found' },
+  spectrum_conflict: { code: 11003, status: 409, message: '{0}' },
+  spectrum_dns_conflict: {
+    code: 11004,
+    status: 409,
+    message: 'A DNS record at {0} already exists and is not managed by a proxied application: {1}',
+  },
+  spectrum_edge_in_use: { code: 11005, status: 409, message: 'Edge address {0} is already in use{1}' },
+  spectrum_analytics_invalid: { code: 11006, status: 400, message: '{0}' },
+
+  // --- tunnels ------------------------------------------------------------------------------
+  tunnel_invalid: { code: 1001, status: 400, message: '{0}' },
+  tunnel_not_found: { code: 1003, status: 404, message: 'Tunnel {0} not found' },
+  tunnel_name_exists: { code: 1013, status: 409, message: 'tunnel with name already exists' },
+  tunnel_has_connections: {
+    code: 1022,
+    status: 400,
+    message: 'Cannot delete tunnel because it has active connections; clean them up first (DELETE /accounts/{account_id}/cfd_tunnel/{tunnel_id}/connections)',
+  },
+  tunnel_ingress_invalid: { code: 1056, status: 400, message: '{0}' },
+  tunnel_route_invalid: { code: 1001, status: 400, message: '{0}' },
+  tunnel_route_not_found: { code: 1004, status: 404, message: 'Route {0} not found' },
+  tunnel_route_overlap: {
+    code: 1015,
+    status: 409,
+    message: 'The route {0} overlaps the existing route {1} (tunnel {2}) in the same virtual network',
+  },
+  tunnel_no_route_for_ip: { code: 1004, status: 404, message: 'No route covers {0}' },
+  tunnel_dns_no_zone: { code: 1003, status: 400, message: 'Hostname {0} is not inside any zone of account {1}' },
+  tunnel_dns_route_not_found: { code: 1004, status: 404, message: 'DNS route {0} not found' },
+  tunnel_connector_unauthorized: { code: 1002, status: 401, message: 'Unauthorized: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

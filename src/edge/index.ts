@@ -12,6 +12,7 @@ import { defineArea } from '../core/area.ts';
 import { ZONE_INDEX, type ZoneIndex } from '../areas/dns/index.ts';
 import { EdgeServer } from './server.ts';
 import type { OriginHandler, Phase } from './types.ts';
+import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/security.ts';
 
 export { PHASE_ORDER } from './server.ts';
 export type { EdgeRequest, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
@@ -29,7 +30,10 @@ export default defineArea({
   mount(ctx) {
     const { config, events, log } = ctx;
     const index = ctx.services.require<ZoneIndex>(ZONE_INDEX);
-    const edge = new EdgeServer({ config, events, log: log.child({ area: 'edge' }), index });
+    const edge = new EdgeServer({ config, clock: ctx.clock, events, log: log.child({ area: 'edge' }), index });
+    edge.addPhase(accessRulesPhase(ctx.services, edge.challenger));
+    edge.addPhase(customRulesPhase(ctx.services, edge.challenger));
+    edge.addPhase(originRulesPhase(ctx.services));
     ctx.services.provide<EdgeService>(EDGE, {
       addPhase: (p) => edge.addPhase(p),
       addOriginHandler: (h) => edge.addOriginHandler(h),

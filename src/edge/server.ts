@@ -8,6 +8,8 @@ import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../core/config.ts';
+import type { Clock } from '../core/clock.ts';
+import { Challenger, VERIFY_PATH } from './challenge.ts';
 import type { EventBus } from '../core/events.ts';
 import type { Logger } from '../core/log.ts';
 import type { ZoneIndex } from '../areas/dns/index.ts';
@@ -48,6 +50,7 @@ export const PHASE_ORDER: Record<string, number> = {
 
 export interface EdgeDeps {
   config: Config;
+  clock: Clock;
   events: EventBus;
   log: Logger;
   index: ZoneIndex;
@@ -61,7 +64,10 @@ export class EdgeServer {
   /** Upgraded (WebSocket) client sockets, which http.Server no longer tracks. */
   private readonly upgraded = new Set<Socket>();
 
+  readonly challenger: Challenger;
+
   constructor(private readonly deps: EdgeDeps) {
+    this.challenger = new Challenger(() => deps.clock.now().getTime());
     this.proxy = new OriginProxy({
       connectTimeoutMs: deps.config.originConnectTimeoutMs,
       responseTimeoutMs: deps.config.originResponseTimeoutMs,
@@ -152,9 +158,15 @@ export class EdgeServer {
         visitor: { country: client.country, asn: client.asn, continent: 'XX', city: '' },
         fields: {},
         matchedRules: [],
+        skipPhases: new Set(),
         startedAt,
       };
+      if (res && req.method === 'POST' && req.url === VERIFY_PATH) {
+        outcome.status = await this.verifyChallenge(er, res);
+        return;
+      }
       for (const phase of this.phases) {
+        if (er.skipPhases.size > 0 && er.skipPhases.has(phase.name)) continue;
         if ((await phase.run(er)) === 'handled') {
           outcome.status = res?.statusCode ?? 0;
           return;
@@ -176,6 +188,22 @@ export class EdgeServer {
     } finally {
       this.emit(req, rayId, host, client.ip, startedAt, outcome, er);
     }
+  }
+
+  /** The interstitial's answer: a clearance cookie for a solved challenge, 403 otherwise. */
+  private async verifyChallenge(er: EdgeRequest, res: ServerResponse): Promise<number> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of er.req) {
+      size += (chunk as Buffer).length;
+      if (size > 4096) break;
+      chunks.push(chunk as Buffer);
+    }
+    const cookie = this.challenger.verify(new URLSearchParams(Buffer.concat(chunks).toString('utf8')), er.clientIp);
+    const status = cookie ? 200 : 403;
+    res.writeHead(status, { 'content-type': 'text/plain', 'cf-ray': `${er.rayId}-OUT`, ...(cookie ? { 'set-cookie': cookie } : {}) });
+    res.end(cookie ? 'ok' : 'challenge failed');
+    return status;
   }
 
   private reject(res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade'], code: 1001 | 1016 | 502, rayId: string, host: string): number {

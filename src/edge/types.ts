@@ -1,6 +1,7 @@
 /** The shapes the edge pipeline passes between its steps and to the areas that plug into it. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { RequestContext } from './rules/index.ts';
 
 /** What host routing found: the zone and the proxied record that serves the host. */
 export interface Route {
@@ -42,6 +43,10 @@ export interface EdgeRequest {
   fields: Record<string, unknown>;
   /** Ids of rules that matched, for the request event. */
   matchedRules: string[];
+  /** Phases a `skip` rule or an allow-listed visitor turned off for this request. */
+  skipPhases: Set<string>;
+  /** The rules-language context, built by the first phase that evaluates a rule. */
+  ruleContext?: RequestContext;
   startedAt: number;
 }
 
