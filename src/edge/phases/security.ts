@@ -96,8 +96,9 @@ export function customRulesPhase(services: Services, challenger: Challenger): Ph
       const rulesets = services.optional<RulesetService>('rulesets');
       if (!rulesets) return 'continue';
       const rules = await rulesets.phaseRules(phase, er.route.zoneId, er.route.accountId);
+      let skipped: string | undefined;
       for (const rule of rules) {
-        if (!matches(rule, er)) continue;
+        if (rule.rulesetId === skipped || !matches(rule, er)) continue;
         er.matchedRules.push(rule.id);
         const params = rule.action_parameters;
         switch (rule.action) {
@@ -111,8 +112,9 @@ export function customRulesPhase(services: Services, challenger: Challenger): Ph
             continue;
           case 'skip': {
             for (const p of (params?.phases as string[] | undefined) ?? []) er.skipPhases.add(p);
-            // `ruleset: "current"` skips the rest of this phase's rules.
-            if (params?.ruleset === 'current') return 'continue';
+            // `ruleset: "current"` skips the rest of this ruleset (the account's skip leaves the
+            // zone's rules to run).
+            if (params?.ruleset === 'current') skipped = rule.rulesetId;
             continue;
           }
           default:
