@@ -37,7 +37,7 @@ export const dnsRecords = defineCollection<StoredRecord, RecordField>({
 
 /** Records already at `name` in the zone, minus the one being replaced. */
 async function neighbours(db: Executor, zoneId: string, name: string, exceptId?: string): Promise<CanonicalRecord[]> {
-  const { items } = await dnsRecords.list(db, zoneId, { filters: [{ field: 'name', op: 'eq', value: name }] });
+  const { items } = await dnsRecords.list(db, zoneId, { filters: [{ field: 'name', op: 'eq', value: name }], withTotal: false });
   return items.filter((d) => d.id !== exceptId).map((d) => d.body);
 }
 

@@ -15,6 +15,7 @@
 import { defineArea } from '../../core/area.ts';
 import { apiError } from '../../core/errors.ts';
 import { zones } from './store.ts';
+import type { Zone } from './schemas.ts';
 import { mountZoneRoutes } from './routes.ts';
 
 export type { Zone } from './schemas.ts';
@@ -25,10 +26,25 @@ export default defineArea({
   name: 'zones',
   mount(ctx) {
     ctx.permissions.define({ key: 'zone', name: 'Zone', scope: 'zone' });
+    // Every zone-scoped request resolves its zone: keep recent lookups for a few seconds, and
+    // drop an entry as soon as this process changes or deletes the zone.
+    const cache = new Map<string, { zone: Zone; at: number }>();
+    const CACHE_MS = 5_000;
+    const forget = (p: unknown) => cache.delete((p as { id: string }).id);
+    ctx.events.subscribe('zone.changed', forget);
+    ctx.events.subscribe('zone.deleted', forget);
     ctx.router.resolveParam('zone_id', async (id) => {
-      const doc = await zones.findById(ctx.database.db, id);
-      if (!doc) throw apiError('zone_not_found', id);
-      return { target: { accountId: doc.scopeId, zoneId: id }, value: doc.body };
+      const now = Date.now();
+      const hit = cache.get(id);
+      let zone = hit && now - hit.at < CACHE_MS ? hit.zone : undefined;
+      if (!zone) {
+        const doc = await zones.findById(ctx.database.db, id);
+        if (!doc) throw apiError('zone_not_found', id);
+        zone = doc.body;
+        if (cache.size > 10_000) cache.clear();
+        cache.set(id, { zone, at: now });
+      }
+      return { target: { accountId: zone.account.id, zoneId: id }, value: zone };
     });
     mountZoneRoutes(ctx);
   },

@@ -37,6 +37,8 @@ export interface ListQuery<I extends string> {
   direction?: 'asc' | 'desc';
   limit?: number;
   offset?: number;
+  /** Skip the COUNT(*) when the caller does not need `total` (it is then the items' length). */
+  withTotal?: boolean;
 }
 
 export interface CollectionOptions<T, I extends string> {
@@ -207,14 +209,17 @@ export function defineCollection<T, I extends string = never>(
           return q.match === 'any' ? eb.or(conds) : eb.and(conds);
         });
       }
-      const countRow = await base.select((eb) => eb.fn.countAll().as('n')).executeTakeFirst();
-      const total = Number(countRow?.n ?? 0);
+      let total = -1;
+      if (q.withTotal !== false) {
+        const countRow = await base.select((eb) => eb.fn.countAll().as('n')).executeTakeFirst();
+        total = Number(countRow?.n ?? 0);
+      }
       const orderCol = sql.ref(column(q.order ?? 'created_on'));
       const dir = q.direction === 'desc' ? 'desc' : 'asc';
       let sel = base.select(columns).orderBy(orderCol, dir).orderBy('id', dir);
       if (q.limit !== undefined) sel = sel.limit(q.limit).offset(q.offset ?? 0);
       const rows = await sel.execute();
-      return { items: rows.map(toDoc), total };
+      return { items: rows.map(toDoc), total: total < 0 ? rows.length : total };
     },
     async all(db, scopeId) {
       let sel = db.selectFrom('documents').select(columns).where('kind', '=', kind);

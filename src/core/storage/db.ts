@@ -79,7 +79,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
-    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) });
+    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   }
   const schema = isPostgres
     ? (opts.schema ?? (await sql<{ s: string | null }>`select current_schema() as s`.execute(db)).rows[0]?.s ?? undefined)
@@ -91,6 +91,29 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
     location: isPostgres ? redactUrl(opts.url) + (opts.schema ? ` (schema ${opts.schema})` : '') : opts.url,
     close: () => db.destroy(),
   };
+}
+
+/**
+ * Kysely's SQLite driver prepares every query anew; preparing is a large share of a point read.
+ * Statements are cached by SQL text (queries are parameterised, so the set of texts is small).
+ */
+function withStatementCache(sqlite: BetterSqlite3.Database): BetterSqlite3.Database {
+  const cache = new Map<string, BetterSqlite3.Statement>();
+  const prepare = sqlite.prepare.bind(sqlite);
+  return new Proxy(sqlite, {
+    get(target, prop, receiver) {
+      if (prop !== 'prepare') return Reflect.get(target, prop, receiver);
+      return (text: string) => {
+        let stmt = cache.get(text);
+        if (!stmt) {
+          if (cache.size >= 500) cache.clear();
+          stmt = prepare(text);
+          cache.set(text, stmt);
+        }
+        return stmt;
+      };
+    },
+  });
 }
 
 async function createSchema(url: string, schema: string): Promise<void> {

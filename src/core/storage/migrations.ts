@@ -43,6 +43,16 @@ function migrations(_dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0002_documents_created_order': {
+      // Lists page in creation order by default: without this index every page sorts the scope.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createIndex('documents_kind_scope_created')
+          .on('documents')
+          .columns(['kind', 'scope_id', 'created_on', 'id'])
+          .execute();
+      },
+    },
   };
 }
 
