@@ -153,7 +153,11 @@ function compileCall(call: CallBase): Fn {
       return (ctx) => impl([a0(ctx), a1(ctx)], ctx);
     }
     default:
-      return (ctx) => impl(args.map((a) => a(ctx)), ctx);
+      return (ctx) =>
+        impl(
+          args.map((a) => a(ctx)),
+          ctx,
+        );
   }
 }
 
@@ -233,7 +237,9 @@ function comparator(node: ComparisonNode): (v: unknown) => boolean {
   }
 }
 
-function orderingTest(op: 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge'): (c: number | undefined) => boolean {
+function orderingTest(
+  op: 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge',
+): (c: number | undefined) => boolean {
   switch (op) {
     case 'eq':
       return (c) => c === 0;
@@ -417,7 +423,8 @@ export function compileRule(expression: string, options: ParseOptions = {}): Com
     }
     cache = c;
   }
-  const key = options.maxLength === undefined ? expression : `${options.maxLength}\u0000${expression}`;
+  const key =
+    options.maxLength === undefined ? expression : `${options.maxLength}\u0000${expression}`;
   const hit = cache.get(key);
   if (hit) return hit;
   const rule = compileAst(parseRule(expression, options));

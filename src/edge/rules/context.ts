@@ -3,7 +3,8 @@
  * computes each field the first time a rule reads it (then caches it), so a request pays only for
  * the fields its rules use. Values not derivable from the request come from the `cf` (or `edge`)
  * object, the `geo` object or the `fields` map of the input; anything still absent evaluates as its
- * type's default (false, 0, "", empty array/map, 0.0.0.0), like the platform.
+ * type's default (false, 0, "", empty array/map, 0.0.0.0), like the platform. (A request without
+ * a method or URL reads as `GET /`.)
  *
  * Later stages can also `set()` a field on a context they own (e.g. the API gateway after it has
  * identified the session), which replaces any cached value.
@@ -27,6 +28,11 @@ export interface RequestInput {
   /** `http` or `https` (defaults from `ssl` or the URL). */
   scheme?: string;
   headers?: HeaderInput;
+  /**
+   * Node's `req.rawHeaders` (`[name, value, name, value, …]`). When given it is used instead of
+   * `headers`, so `http.request.headers.names` keeps the client's spelling of each name.
+   */
+  rawHeaders?: readonly string[];
   clientIp?: string;
   ssl?: boolean;
   /** `1.1`, `2`, `HTTP/2`, … */
@@ -101,6 +107,7 @@ export class RequestContext {
 
   private explicitValue(name: string): unknown {
     const { fields, cf, edge } = this.input;
+    if (!fields && !cf && !edge) return undefined;
     if (fields) {
       if (name in fields) return fields[name];
       const edgeName = name.startsWith('cf.') ? `edge.${name.slice(3)}` : undefined;
@@ -155,8 +162,11 @@ export class RequestContext {
   headerPairs(): Array<[string, string]> {
     if (this.headerList) return this.headerList;
     const out: Array<[string, string]> = [];
-    const h = this.input.headers;
-    if (h) {
+    const raw = this.input.rawHeaders;
+    const h = raw ? undefined : this.input.headers;
+    if (raw) {
+      for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i], wireToBytes(raw[i + 1])]);
+    } else if (h) {
       if (typeof (h as { forEach?: unknown }).forEach === 'function' && !Array.isArray(h)) {
         (h as { forEach(cb: (value: string, name: string) => void): void }).forEach((value, name) =>
           out.push([name, wireToBytes(String(value))]),
@@ -193,7 +203,13 @@ export class RequestContext {
 
   /** First value of a header (case-insensitive name). */
   header(name: string): string | undefined {
-    return this.headers().get(name.toLowerCase())?.[0];
+    const key = name.toLowerCase();
+    if (this.headerMap) return this.headerMap.get(key)?.[0];
+    // a single lookup is cheaper as a scan than building the whole map
+    for (const [n, v] of this.headerPairs()) {
+      if (n.length === key.length && (n === key || n.toLowerCase() === key)) return v;
+    }
+    return undefined;
   }
 
   /** All values of a header joined as the platform shows them. */
@@ -222,7 +238,12 @@ function lookupPath(obj: unknown, path: string): unknown {
   for (let i = dot; i >= 0; i = path.indexOf('.', i + 1)) {
     const head = path.slice(0, i);
     const child = rec[head];
-    if (child !== undefined && child !== null && typeof child === 'object' && !(child instanceof Map)) {
+    if (
+      child !== undefined &&
+      child !== null &&
+      typeof child === 'object' &&
+      !(child instanceof Map)
+    ) {
       const v = lookupPath(child, path.slice(i + 1));
       if (v !== undefined) return v;
     }

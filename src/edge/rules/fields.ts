@@ -24,7 +24,6 @@ import {
   bytesFromBuffer,
   coerceValue,
   mapOf,
-  parseIp,
   textToBytes,
   type Type,
 } from './types.ts';
@@ -47,8 +46,10 @@ export function percentDecode(s: string, plus: boolean): string {
 }
 
 /** The platform's default URL normalisation of a path (see the module comment). */
+const NEEDS_NORMALISING = /[\\%]|\/\/|\/\.\.?(?:\/|$)|^[^/]/;
+
 export function normalizePath(raw: string): string {
-  if (raw === '*') return raw;
+  if (raw === '*' || !NEEDS_NORMALISING.test(raw)) return raw;
   let p = raw.replace(/\\/g, '/');
   p = p.replace(/%([0-9a-fA-F]{2})/g, (m, hex: string) => {
     const ch = String.fromCharCode(parseInt(hex, 16));
@@ -111,7 +112,8 @@ const authority = (c: RequestContext) => {
   return t.port ? `${t.host}:${t.port}` : t.host;
 };
 const args = (c: RequestContext) => c.memoize('args', () => parseArgs(target(c).rawQuery, true));
-const rawArgs = (c: RequestContext) => c.memoize('rawArgs', () => parseArgs(target(c).rawQuery, false));
+const rawArgs = (c: RequestContext) =>
+  c.memoize('rawArgs', () => parseArgs(target(c).rawQuery, false));
 const cookiePairs = (c: RequestContext) =>
   c.memoize('cookies', () => {
     const out: Array<[string, string]> = [];
@@ -148,15 +150,26 @@ const geo = (c: RequestContext, ...keys: string[]) => {
 
 type Compute = (c: RequestContext) => unknown;
 
-function field(name: string, type: Type, compute?: Compute, aliases?: string[], wire = false): FieldDef {
+function field(
+  name: string,
+  type: Type,
+  compute?: Compute,
+  aliases?: string[],
+  wire = false,
+): FieldDef {
   return registerField(name, type, { compute, aliases, wire });
 }
 
 function geoField(name: string, type: Type, keys: string[], aliases: string[] = []): void {
-  field(name, type, (c) => {
-    const v = geo(c, ...keys);
-    return v === undefined ? undefined : coerceValue(type, v);
-  }, aliases);
+  field(
+    name,
+    type,
+    (c) => {
+      const v = geo(c, ...keys);
+      return v === undefined ? undefined : coerceValue(type, v);
+    },
+    aliases,
+  );
 }
 
 const ARRAY_BYTES = arrayOf(BYTES);
@@ -179,7 +192,13 @@ field('http.request.uri.path.extension', BYTES, (c) => {
   return dot >= 0 ? asciiLower(lastSeg.slice(dot + 1)) : '';
 });
 field('http.request.uri.query', BYTES, query, [], true);
-field('http.request.full_uri', BYTES, (c) => `${target(c).scheme}://${authority(c)}${uri(c)}`, [], true);
+field(
+  'http.request.full_uri',
+  BYTES,
+  (c) => `${target(c).scheme}://${authority(c)}${uri(c)}`,
+  [],
+  true,
+);
 field('http.request.uri.args', MAP_ARRAY_BYTES, (c) => toMultiMap(args(c)));
 field('http.request.uri.args.names', ARRAY_BYTES, (c) => args(c).map((p) => p[0]));
 field('http.request.uri.args.values', ARRAY_BYTES, (c) => args(c).map((p) => p[1]));
@@ -192,7 +211,13 @@ field('raw.http.request.uri.path.extension', BYTES, (c) => {
   return dot >= 0 ? asciiLower(lastSeg.slice(dot + 1)) : '';
 });
 field('raw.http.request.uri.query', BYTES, query, [], true);
-field('raw.http.request.full_uri', BYTES, (c) => `${target(c).scheme}://${authority(c)}${rawUri(c)}`, [], true);
+field(
+  'raw.http.request.full_uri',
+  BYTES,
+  (c) => `${target(c).scheme}://${authority(c)}${rawUri(c)}`,
+  [],
+  true,
+);
 field('raw.http.request.uri.args', MAP_ARRAY_BYTES, (c) => toMultiMap(rawArgs(c)));
 field('raw.http.request.uri.args.names', ARRAY_BYTES, (c) => rawArgs(c).map((p) => p[0]));
 field('raw.http.request.uri.args.values', ARRAY_BYTES, (c) => rawArgs(c).map((p) => p[1]));
@@ -244,20 +269,29 @@ geoField('ip.src.asnum', INT, ['asnum', 'asn'], ['ip.geoip.asnum']);
 geoField('ip.src.city', BYTES, ['city']);
 geoField('ip.src.region', BYTES, ['region']);
 geoField('ip.src.region_code', BYTES, ['region_code', 'regionCode']);
-geoField('ip.src.subdivision_1_iso_code', BYTES, ['subdivision_1_iso_code', 'subdivision1'], [
-  'ip.geoip.subdivision_1_iso_code',
-]);
-geoField('ip.src.subdivision_2_iso_code', BYTES, ['subdivision_2_iso_code', 'subdivision2'], [
-  'ip.geoip.subdivision_2_iso_code',
-]);
+geoField(
+  'ip.src.subdivision_1_iso_code',
+  BYTES,
+  ['subdivision_1_iso_code', 'subdivision1'],
+  ['ip.geoip.subdivision_1_iso_code'],
+);
+geoField(
+  'ip.src.subdivision_2_iso_code',
+  BYTES,
+  ['subdivision_2_iso_code', 'subdivision2'],
+  ['ip.geoip.subdivision_2_iso_code'],
+);
 geoField('ip.src.postal_code', BYTES, ['postal_code', 'postalCode']);
 geoField('ip.src.metro_code', BYTES, ['metro_code', 'metroCode']);
 geoField('ip.src.lat', BYTES, ['lat', 'latitude']);
 geoField('ip.src.lon', BYTES, ['lon', 'longitude']);
 geoField('ip.src.timezone.name', BYTES, ['timezone']);
-geoField('ip.src.is_in_european_union', BOOL, ['is_in_european_union', 'isEU', 'eu'], [
-  'ip.geoip.is_in_european_union',
-]);
+geoField(
+  'ip.src.is_in_european_union',
+  BOOL,
+  ['is_in_european_union', 'isEU', 'eu'],
+  ['ip.geoip.is_in_european_union'],
+);
 field('ssl', BOOL, ssl);
 
 // --- edge and zone ------------------------------------------------------------------------------
@@ -340,9 +374,17 @@ for (const name of [
 // --- API gateway (filled in by the API gateway area) --------------------------------------------
 field('cf.api_gateway.auth_id_present', BOOL);
 field('cf.api_gateway.request_violates_schema', BOOL);
-field('cf.api_gateway.fallthrough_detected', BOOL, undefined, ['cf.api_gateway.fallthrough_triggered']);
+field('cf.api_gateway.fallthrough_detected', BOOL, undefined, [
+  'cf.api_gateway.fallthrough_triggered',
+]);
 field('cf.api_gateway.jwt_claims_valid', BOOL);
-for (const label of ['bola-enumeration', 'bola-pollution', 'missing-auth', 'mixed-auth', 'sensitive']) {
+for (const label of [
+  'bola-enumeration',
+  'bola-pollution',
+  'missing-auth',
+  'mixed-auth',
+  'sensitive',
+]) {
   field(`cf.api_gateway.cf-risk-${label}`, BOOL);
 }
 field('cf.api_gateway.graphql.query_size', INT);
@@ -363,7 +405,5 @@ field('http.response.content_type.media_type', BYTES);
 field('cf.response.1xxx_code', INT);
 field('cf.response.error_type', BYTES);
 
-export const STANDARD_FIELDS_LOADED = true;
-
 // Exposed for areas that build contexts from other sources.
-export { parseArgs, toMultiMap, parseIp };
+export { parseArgs, toMultiMap };

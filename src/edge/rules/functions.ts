@@ -7,6 +7,10 @@
  * as false. When the first argument uses `[*]`, the parser maps the function over the elements and
  * drops missing results (an `Array` of results comes back).
  *
+ * `bit_slice(protocol, start, end)` with a literal protocol name (`"ip"`, `"tcp"`, `"udp"`, …) reads
+ * the packet header bytes a packet-level caller put in the context input as
+ * `fields["packet.<protocol>"]`; with any other String argument it slices that value's bits.
+ *
  * Deliberate leniencies: arguments the platform requires to be fields (e.g. the source of
  * `url_decode()`) may also be literals, so documentation examples like `url_decode("John%20Doe")`
  * evaluate; the per-phase availability of functions (e.g. `regex_replace()` only in rewrite
@@ -95,7 +99,9 @@ function expect(
   const a = args[i];
   const describe =
     opts.describe ??
-    kinds.map((k) => displayType({ kind: k, of: BYTES } as Type).replace('<String>', '')).join(' or ');
+    kinds
+      .map((k) => displayType({ kind: k, of: BYTES } as Type).replace('<String>', ''))
+      .join(' or ');
   if (!kinds.includes(a.type.kind as Kind)) {
     fail(i, `${fn}() argument ${i + 1} must be ${describe}, found ${displayType(a.type)}`);
   }
@@ -103,7 +109,14 @@ function expect(
   return a;
 }
 
-function literalInt(fn: string, args: readonly ArgInfo[], i: number, fail: ArgFail, min: number, max: number): number {
+function literalInt(
+  fn: string,
+  args: readonly ArgInfo[],
+  i: number,
+  fail: ArgFail,
+  min: number,
+  max: number,
+): number {
   const a = expect(fn, args, i, fail, ['Int'], { literal: true });
   const v = a.value as number;
   if (v < min || v > max) fail(i, `${fn}() argument ${i + 1} must be between ${min} and ${max}`);
@@ -127,23 +140,36 @@ const str = (v: unknown): v is string => typeof v === 'string';
 def('any', 1, 1, (args, fail) => {
   const a = args[0];
   if (a.type.kind !== 'Array' || a.type.of.kind !== 'Bool') {
-    fail(0, `any() expects Array<Boolean> (e.g. any(field[*] == "x")), found ${displayType(a.type)}`);
+    fail(
+      0,
+      `any() expects Array<Boolean> (e.g. any(field[*] == "x")), found ${displayType(a.type)}`,
+    );
   }
-  return { returns: BOOL, impl: ([v]) => (v === undefined ? undefined : (v as boolean[]).some((b) => b)) };
+  return {
+    returns: BOOL,
+    impl: ([v]) => (v === undefined ? undefined : (v as boolean[]).some((b) => b)),
+  };
 });
 
 def('all', 1, 1, (args, fail) => {
   const a = args[0];
   if (a.type.kind !== 'Array' || a.type.of.kind !== 'Bool') {
-    fail(0, `all() expects Array<Boolean> (e.g. all(field[*] == "x")), found ${displayType(a.type)}`);
+    fail(
+      0,
+      `all() expects Array<Boolean> (e.g. all(field[*] == "x")), found ${displayType(a.type)}`,
+    );
   }
-  return { returns: BOOL, impl: ([v]) => (v === undefined ? undefined : (v as boolean[]).every((b) => b)) };
+  return {
+    returns: BOOL,
+    impl: ([v]) => (v === undefined ? undefined : (v as boolean[]).every((b) => b)),
+  };
 });
 
 def('coalesce', 1, Infinity, (args, fail) => {
   const t = args[0].type;
   args.forEach((a, i) => {
-    if (!typeEquals(a.type, t)) fail(i, `coalesce() arguments must all be ${displayType(t)}, found ${displayType(a.type)}`);
+    if (!typeEquals(a.type, t))
+      fail(i, `coalesce() arguments must all be ${displayType(t)}, found ${displayType(a.type)}`);
   });
   return { returns: t, impl: (vals) => vals.find((v) => v !== undefined) };
 });
@@ -155,7 +181,10 @@ def('concat', 1, Infinity, (args, fail) => {
   }
   args.forEach((a, i) => {
     if (!typeEquals(a.type, first)) {
-      fail(i, `concat() arguments must all have the same type (${displayType(first)}), found ${displayType(a.type)}`);
+      fail(
+        i,
+        `concat() arguments must all have the same type (${displayType(first)}), found ${displayType(a.type)}`,
+      );
     }
   });
   if (first.kind === 'Bytes') {
@@ -189,7 +218,9 @@ def('concat', 1, Infinity, (args, fail) => {
 });
 
 def('len', 1, 1, (args, fail) => {
-  expect('len', args, 0, fail, ['Bytes', 'Array', 'Map'], { describe: 'String, Bytes, Array or Map' });
+  expect('len', args, 0, fail, ['Bytes', 'Array', 'Map'], {
+    describe: 'String, Bytes, Array or Map',
+  });
   return {
     returns: INT,
     impl: ([v]) =>
@@ -262,7 +293,8 @@ def('join', 2, 2, (args, fail) => {
   expect('join', args, 1, fail, ['Bytes']);
   return {
     returns: BYTES,
-    impl: ([items, sep]) => (items === undefined || !str(sep) ? undefined : (items as string[]).join(sep)),
+    impl: ([items, sep]) =>
+      items === undefined || !str(sep) ? undefined : (items as string[]).join(sep),
   };
 });
 
@@ -290,7 +322,9 @@ def('split', 3, 3, (args, fail) => {
 });
 
 def('to_string', 1, 1, (args, fail) => {
-  expect('to_string', args, 0, fail, ['Int', 'Bool', 'Ip'], { describe: 'Integer, Boolean or IP address' });
+  expect('to_string', args, 0, fail, ['Int', 'Bool', 'Ip'], {
+    describe: 'Integer, Boolean or IP address',
+  });
   return {
     returns: BYTES,
     impl: ([v]) => {
@@ -305,7 +339,10 @@ def('sha256', 1, 1, (args, fail) => {
   expect('sha256', args, 0, fail, ['Bytes']);
   return {
     returns: BYTES,
-    impl: ([v]) => (str(v) ? createHash('sha256').update(bytesToBuffer(v)).digest().toString('latin1') : undefined),
+    impl: ([v]) =>
+      str(v)
+        ? createHash('sha256').update(bytesToBuffer(v)).digest().toString('latin1')
+        : undefined,
   };
 });
 
@@ -314,7 +351,10 @@ def('sha256', 1, 1, (args, fail) => {
 
 def('url_decode', 1, 2, (args, fail) => {
   expect('url_decode', args, 0, fail, ['Bytes']);
-  const opts = args.length > 1 ? (expect('url_decode', args, 1, fail, ['Bytes'], { literal: true }).value as string) : '';
+  const opts =
+    args.length > 1
+      ? (expect('url_decode', args, 1, fail, ['Bytes'], { literal: true }).value as string)
+      : '';
   const recursive = opts.includes('r');
   const unicode = opts.includes('u');
   return {
@@ -336,13 +376,17 @@ def('url_decode', 1, 2, (args, fail) => {
 function urlDecodeOnce(s: string, unicode: boolean): string {
   if (s.indexOf('%') < 0 && s.indexOf('+') < 0) return s;
   let out = '';
-  for (let i = 0; i < s.length; ) {
+  for (let i = 0; i < s.length;) {
     const c = s[i];
     if (c === '+') {
       out += ' ';
       i++;
     } else if (c === '%') {
-      if (unicode && (s[i + 1] === 'u' || s[i + 1] === 'U') && /^[0-9a-fA-F]{4}$/.test(s.slice(i + 2, i + 6))) {
+      if (
+        unicode &&
+        (s[i + 1] === 'u' || s[i + 1] === 'U') &&
+        /^[0-9a-fA-F]{4}$/.test(s.slice(i + 2, i + 6))
+      ) {
         const cp = parseInt(s.slice(i + 2, i + 6), 16);
         if (cp < 0xd800 || cp > 0xdfff) {
           out += textToBytes(String.fromCodePoint(cp));
@@ -368,7 +412,10 @@ function urlDecodeOnce(s: string, unicode: boolean): string {
 
 def('encode_base64', 1, 2, (args, fail) => {
   expect('encode_base64', args, 0, fail, ['Bytes']);
-  const flags = args.length > 1 ? (expect('encode_base64', args, 1, fail, ['Bytes'], { literal: true }).value as string) : '';
+  const flags =
+    args.length > 1
+      ? (expect('encode_base64', args, 1, fail, ['Bytes'], { literal: true }).value as string)
+      : '';
   const urlSafe = flags.includes('u');
   const pad = !urlSafe || flags.includes('p');
   return {
@@ -475,8 +522,12 @@ function jsonLookupDef(name: string, returns: Type, pick: (v: unknown) => unknow
   });
 }
 
-jsonLookupDef('lookup_json_string', BYTES, (v) => (typeof v === 'string' ? textToBytes(v) : undefined));
-jsonLookupDef('lookup_json_integer', INT, (v) => (typeof v === 'number' && Number.isInteger(v) ? v : undefined));
+jsonLookupDef('lookup_json_string', BYTES, (v) =>
+  typeof v === 'string' ? textToBytes(v) : undefined,
+);
+jsonLookupDef('lookup_json_integer', INT, (v) =>
+  typeof v === 'number' && Number.isInteger(v) ? v : undefined,
+);
 
 // ---------------------------------------------------------------------------------------------
 // query strings, replacement
@@ -485,7 +536,9 @@ def('remove_query_args', 2, Infinity, (args, fail) => {
   expect('remove_query_args', args, 0, fail, ['Bytes']);
   const names = new Set<string>();
   for (let i = 1; i < args.length; i++) {
-    names.add(expect('remove_query_args', args, i, fail, ['Bytes'], { literal: true }).value as string);
+    names.add(
+      expect('remove_query_args', args, i, fail, ['Bytes'], { literal: true }).value as string,
+    );
   }
   return {
     returns: BYTES,
@@ -505,9 +558,14 @@ def('remove_query_args', 2, Infinity, (args, fail) => {
 
 def('wildcard_replace', 3, 4, (args, fail) => {
   expect('wildcard_replace', args, 0, fail, ['Bytes']);
-  const pattern = expect('wildcard_replace', args, 1, fail, ['Bytes'], { literal: true }).value as string;
-  const replacement = expect('wildcard_replace', args, 2, fail, ['Bytes'], { literal: true }).value as string;
-  const flags = args.length > 3 ? (expect('wildcard_replace', args, 3, fail, ['Bytes'], { literal: true }).value as string) : '';
+  const pattern = expect('wildcard_replace', args, 1, fail, ['Bytes'], { literal: true })
+    .value as string;
+  const replacement = expect('wildcard_replace', args, 2, fail, ['Bytes'], { literal: true })
+    .value as string;
+  const flags =
+    args.length > 3
+      ? (expect('wildcard_replace', args, 3, fail, ['Bytes'], { literal: true }).value as string)
+      : '';
   let compiled;
   try {
     compiled = compileWildcard(pattern, flags === 's');
@@ -516,20 +574,28 @@ def('wildcard_replace', 3, 4, (args, fail) => {
   }
   const refs = [...replacement.matchAll(/\$\{?(\d+)\}?/g)].map((m) => Number(m[1]));
   if (refs.length > 8) fail(2, 'wildcard_replace() replacement may use at most eight references');
-  return { returns: BYTES, impl: ([v]) => (str(v) ? wildcardReplace(compiled, v, replacement) : undefined) };
+  return {
+    returns: BYTES,
+    impl: ([v]) => (str(v) ? wildcardReplace(compiled, v, replacement) : undefined),
+  };
 });
 
 def('regex_replace', 3, 3, (args, fail) => {
   expect('regex_replace', args, 0, fail, ['Bytes']);
-  const pattern = expect('regex_replace', args, 1, fail, ['Bytes'], { literal: true }).value as string;
-  const replacement = expect('regex_replace', args, 2, fail, ['Bytes'], { literal: true }).value as string;
+  const pattern = expect('regex_replace', args, 1, fail, ['Bytes'], { literal: true })
+    .value as string;
+  const replacement = expect('regex_replace', args, 2, fail, ['Bytes'], { literal: true })
+    .value as string;
   let program;
   try {
     program = compileRegex(bytesToText(pattern));
   } catch (err) {
     return fail(1, `invalid regular expression: ${(err as RegexError).message}`);
   }
-  return { returns: BYTES, impl: ([v]) => (str(v) ? program.replaceFirst(v, replacement) : undefined) };
+  return {
+    returns: BYTES,
+    impl: ([v]) => (str(v) ? program.replaceFirst(v, replacement) : undefined),
+  };
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -578,7 +644,8 @@ def('cidr', 3, 3, (args, fail) => {
   const v6 = literalInt('cidr', args, 2, fail, 1, 128);
   return {
     returns: IP,
-    impl: ([ip]) => (ip === undefined ? undefined : maskIp(ip as IpAddr, (ip as IpAddr).v === 4 ? v4 : v6)),
+    impl: ([ip]) =>
+      ip === undefined ? undefined : maskIp(ip as IpAddr, (ip as IpAddr).v === 4 ? v4 : v6),
   };
 });
 
@@ -587,7 +654,8 @@ def('cidr6', 2, 2, (args, fail) => {
   const v6 = literalInt('cidr6', args, 1, fail, 1, 128);
   return {
     returns: IP,
-    impl: ([ip]) => (ip === undefined ? undefined : (ip as IpAddr).v === 4 ? ip : maskIp(ip as IpAddr, v6)),
+    impl: ([ip]) =>
+      ip === undefined ? undefined : (ip as IpAddr).v === 4 ? ip : maskIp(ip as IpAddr, v6),
   };
 });
 
@@ -599,14 +667,20 @@ def('bit_slice', 3, 3, (args, fail) => {
   const end = literalInt('bit_slice', args, 2, fail, 0, 2040);
   if (end <= start) fail(2, 'bit_slice() end offset must be greater than the start offset');
   if (end - start > 32) fail(2, 'bit_slice() can extract at most 32 bits');
-  const protocol = src.literal && PACKET_PROTOCOLS.has(src.value as string) ? (src.value as string) : undefined;
+  const protocol =
+    src.literal && PACKET_PROTOCOLS.has(src.value as string) ? (src.value as string) : undefined;
   return {
     returns: INT,
     impl: ([v], ctx) => {
       let bytes: string | undefined;
       if (protocol) {
         const packet = ctx.input.fields?.[`packet.${protocol}`];
-        bytes = typeof packet === 'string' ? packet : packet instanceof Uint8Array ? Buffer.from(packet).toString('latin1') : undefined;
+        bytes =
+          typeof packet === 'string'
+            ? packet
+            : packet instanceof Uint8Array
+              ? Buffer.from(packet).toString('latin1')
+              : undefined;
       } else bytes = str(v) ? v : undefined;
       if (bytes === undefined || bytes.length * 8 < end) return undefined;
       let out = 0;
@@ -624,7 +698,11 @@ def('bit_slice', 3, 3, (args, fail) => {
 
 def('is_jwt_valid', 1, 1, (args, fail) => {
   const a = expect('is_jwt_valid', args, 0, fail, ['Bytes']);
-  const configId = a.literal ? bytesToText(a.value as string) : a.mapKey !== undefined ? bytesToText(a.mapKey) : undefined;
+  const configId = a.literal
+    ? bytesToText(a.value as string)
+    : a.mapKey !== undefined
+      ? bytesToText(a.mapKey)
+      : undefined;
   return {
     returns: BOOL,
     impl: ([v], ctx) => {
@@ -638,24 +716,31 @@ def('is_jwt_valid', 1, 1, (args, fail) => {
 });
 
 def('is_timed_hmac_valid_v0', 4, 6, (args, fail) => {
-  const key = expect('is_timed_hmac_valid_v0', args, 0, fail, ['Bytes'], { literal: true }).value as string;
+  const key = expect('is_timed_hmac_valid_v0', args, 0, fail, ['Bytes'], { literal: true })
+    .value as string;
   expect('is_timed_hmac_valid_v0', args, 1, fail, ['Bytes']);
   const ttl = literalInt('is_timed_hmac_valid_v0', args, 2, fail, 0, Number.MAX_SAFE_INTEGER);
   expect('is_timed_hmac_valid_v0', args, 3, fail, ['Int']);
   const sepLen = args.length > 4 ? literalInt('is_timed_hmac_valid_v0', args, 4, fail, 0, 4096) : 0;
-  const flags = args.length > 5 ? (expect('is_timed_hmac_valid_v0', args, 5, fail, ['Bytes'], { literal: true }).value as string) : '';
+  const flags =
+    args.length > 5
+      ? (expect('is_timed_hmac_valid_v0', args, 5, fail, ['Bytes'], { literal: true })
+          .value as string)
+      : '';
   const urlSafe = flags === 's';
   const keyBuf = bytesToBuffer(key);
   return {
     returns: BOOL,
-    impl: ([token, now]) => {
+    impl: ([, token, , now]) => {
       if (!str(token) || typeof now !== 'number') return undefined;
       const m = /^([\s\S]*)(\d{10})-([\s\S]{43,})$/.exec(token);
       if (!m || m[1].length < sepLen + 1) return false;
       const message = m[1].slice(0, m[1].length - sepLen);
       const issued = Number(m[2]);
       if (issued > now || now - issued > ttl) return false;
-      const mac = createHmac('sha256', keyBuf).update(bytesToBuffer(message + m[2])).digest();
+      const mac = createHmac('sha256', keyBuf)
+        .update(bytesToBuffer(message + m[2]))
+        .digest();
       const given = urlSafe ? m[3] : urlDecodeOnce(m[3], false).replace(/ /g, '+');
       const expected = mac.toString(urlSafe ? 'base64url' : 'base64');
       const a = Buffer.from(given);

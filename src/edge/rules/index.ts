@@ -31,8 +31,19 @@ export {
   ruleCacheSize,
   type CompiledRule,
 } from './compile.ts';
-export { parseRule, type RuleAst, type ParseOptions, type BoolNode, type ValueNode } from './parser.ts';
-export { buildRequestContext, RequestContext, type RequestInput, type HeaderInput } from './context.ts';
+export {
+  parseRule,
+  type RuleAst,
+  type ParseOptions,
+  type BoolNode,
+  type ValueNode,
+} from './parser.ts';
+export {
+  buildRequestContext,
+  RequestContext,
+  type RequestInput,
+  type HeaderInput,
+} from './context.ts';
 export {
   registerField,
   lookupField,

@@ -207,9 +207,15 @@ export class Lexer {
       this.pos++;
       const text = this.readRawBody(start);
       const bodyStart = start + 2 + hashes;
-      return { value: text, start, end: this.pos, offsets: Array.from({ length: text.length }, (_, i) => bodyStart + i) };
+      return {
+        value: text,
+        start,
+        end: this.pos,
+        offsets: Array.from({ length: text.length }, (_, i) => bodyStart + i),
+      };
     }
-    if (this.peek() !== '"') return this.error('expected a regular expression string ("…" or r"…")');
+    if (this.peek() !== '"')
+      return this.error('expected a regular expression string ("…" or r"…")');
     const s = this.src;
     let p = this.pos + 1;
     let out = '';
@@ -278,7 +284,11 @@ export class Lexer {
       } else if (e >= '0' && e <= '7') {
         const oct = s.slice(p + 1, p + 4);
         if (!/^[0-7]{3}$/.test(oct) || parseInt(oct, 8) > 255) {
-          this.error('invalid octal escape: expected three octal digits (\\000 to \\377)', escPos, 4);
+          this.error(
+            'invalid octal escape: expected three octal digits (\\000 to \\377)',
+            escPos,
+            4,
+          );
         }
         out += String.fromCharCode(parseInt(oct, 8));
         p += 4;
@@ -298,7 +308,8 @@ export class Lexer {
       hashes++;
       p++;
     }
-    if (hashes > 255) this.error('a raw string may use at most 255 # characters', start, hashes + 1);
+    if (hashes > 255)
+      this.error('a raw string may use at most 255 # characters', start, hashes + 1);
     if (s[p] !== '"') this.error('expected " or # after r', p);
     const bodyStart = p + 1;
     const closing = '"' + '#'.repeat(hashes);

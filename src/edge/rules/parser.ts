@@ -24,7 +24,13 @@ import { lookupFunction, type ArgInfo, type FunctionDef, type FunctionImpl } fro
 import { Lexer } from './lexer.ts';
 import { IntRangeSet, IpRangeSet } from './ranges.ts';
 import { RegexError, compileRegex, type RegexProgram } from './regex.ts';
-import { getListResolver, lookupField, type FieldDef, type ListResolver, type RuleList } from './scheme.ts';
+import {
+  getListResolver,
+  lookupField,
+  type FieldDef,
+  type ListResolver,
+  type RuleList,
+} from './scheme.ts';
 import {
   BOOL,
   BYTES,
@@ -47,7 +53,8 @@ const MAX_NESTING = 128;
 // ---------------------------------------------------------------------------------------------
 // AST
 
-export type Index = { kind: 'index'; index: number } | { kind: 'key'; key: string } | { kind: 'each' };
+export type Index =
+  { kind: 'index'; index: number } | { kind: 'key'; key: string } | { kind: 'each' };
 
 export interface FieldBase {
   kind: 'field';
@@ -114,7 +121,14 @@ export type ComparisonNode = {
 
 export type BoolNode =
   | ComparisonNode
-  | { kind: 'logical'; op: 'and' | 'or' | 'xor'; items: BoolNode[]; type: Type; start: number; end: number }
+  | {
+      kind: 'logical';
+      op: 'and' | 'or' | 'xor';
+      items: BoolNode[];
+      type: Type;
+      start: number;
+      end: number;
+    }
   | { kind: 'not'; arg: BoolNode; type: Type; start: number; end: number }
   | { kind: 'const'; value: boolean; type: Type; start: number; end: number };
 
@@ -136,7 +150,14 @@ export interface ParseOptions {
 
 // ---------------------------------------------------------------------------------------------
 
-const ORDERING_WORDS: Record<string, OrderingOp> = { eq: 'eq', ne: 'ne', lt: 'lt', le: 'le', gt: 'gt', ge: 'ge' };
+const ORDERING_WORDS: Record<string, OrderingOp> = {
+  eq: 'eq',
+  ne: 'ne',
+  lt: 'lt',
+  le: 'le',
+  gt: 'gt',
+  ge: 'ge',
+};
 const ORDERING_SYMBOLS: Array<[string, OrderingOp]> = [
   ['==', 'eq'],
   ['!=', 'ne'],
@@ -177,7 +198,11 @@ class Parser {
     lx.skipSpace();
     if (!lx.eof()) {
       const rest = /^\S+/.exec(this.src.slice(lx.pos));
-      this.fail(`unexpected input "${truncate(rest ? rest[0] : lx.peek())}"`, lx.pos, rest ? rest[0].length : 1);
+      this.fail(
+        `unexpected input "${truncate(rest ? rest[0] : lx.peek())}"`,
+        lx.pos,
+        rest ? rest[0].length : 1,
+      );
     }
     if (!isBoolType(root.type)) {
       this.fail(
@@ -190,7 +215,8 @@ class Parser {
   }
 
   private nest(pos: number): void {
-    if (++this.depth > MAX_NESTING) this.fail(`expression nesting exceeds the limit of ${MAX_NESTING}`, pos);
+    if (++this.depth > MAX_NESTING)
+      this.fail(`expression nesting exceeds the limit of ${MAX_NESTING}`, pos);
   }
 
   // --- logical levels ------------------------------------------------------------------------
@@ -217,7 +243,14 @@ class Parser {
         );
       }
     }
-    return { kind: 'logical', op, items, type: t, start: items[0].start, end: items[items.length - 1].end };
+    return {
+      kind: 'logical',
+      op,
+      items,
+      type: t,
+      start: items[0].start,
+      end: items[items.length - 1].end,
+    };
   }
 
   parseOr(seed?: BoolNode): BoolNode {
@@ -306,7 +339,9 @@ class Parser {
     if (!/[A-Za-z_]/.test(c)) {
       if (c === ')') this.fail('unexpected ")"');
       if (c === '"' || /[0-9]/.test(c)) {
-        this.fail('expected a field or function on the left-hand side; literals go on the right of an operator');
+        this.fail(
+          'expected a field or function on the left-hand side; literals go on the right of an operator',
+        );
       }
       this.fail('expected a field, function call or parenthesised expression');
     }
@@ -330,7 +365,8 @@ class Parser {
 
   private lexComparisonOp(): OpToken | undefined {
     const lx = this.lx;
-    for (const [sym, op] of ORDERING_SYMBOLS) if (lx.tryConsume(sym)) return { kind: 'ordering', op };
+    for (const [sym, op] of ORDERING_SYMBOLS)
+      if (lx.tryConsume(sym)) return { kind: 'ordering', op };
     if (lx.tryConsume('~')) return { kind: 'matches' };
     if (lx.peek() === '&' && lx.peek(1) !== '&') {
       lx.pos++;
@@ -391,9 +427,15 @@ class Parser {
     const op = this.lexComparisonOp();
     if (!op) {
       if (lx.eof()) {
-        this.fail(`expected a comparison operator after ${describeValue(lhs, this.src)} (${displayType(t)})`);
+        this.fail(
+          `expected a comparison operator after ${describeValue(lhs, this.src)} (${displayType(t)})`,
+        );
       }
-      this.fail(`expected a comparison operator after ${describeValue(lhs, this.src)} (${displayType(t)})`, lx.pos, wordLength(this.src, lx.pos));
+      this.fail(
+        `expected a comparison operator after ${describeValue(lhs, this.src)} (${displayType(t)})`,
+        lx.pos,
+        wordLength(this.src, lx.pos),
+      );
     }
     const opEnd = lx.pos;
     const opName = this.src.slice(opStart, opEnd).replace(/\s+/g, ' ');
@@ -437,8 +479,12 @@ class Parser {
           return { ...base, op: 'matches', regex, end: lx.pos };
         } catch (err) {
           if (err instanceof RegexError) {
-            const inside = err.offset > 0 ? src.offsets[Math.min(err.offset, src.offsets.length - 1)] : undefined;
-            if (inside !== undefined) this.fail(`invalid regular expression: ${err.message}`, inside, 1);
+            const inside =
+              err.offset >= 0
+                ? src.offsets[Math.min(err.offset, src.offsets.length - 1)]
+                : undefined;
+            if (inside !== undefined)
+              this.fail(`invalid regular expression: ${err.message}`, inside, 1);
             this.fail(`invalid regular expression: ${err.message}`, src.start, src.end - src.start);
           }
           throw err;
@@ -447,7 +493,8 @@ class Parser {
       case 'wildcard':
       case 'strict_wildcard': {
         if (t.kind !== 'Bytes') unsupported();
-        if (!lx.atString()) this.fail('expected a quoted or raw string after the wildcard operator');
+        if (!lx.atString())
+          this.fail('expected a quoted or raw string after the wildcard operator');
         const lit = lx.readString();
         try {
           const pattern = compileWildcard(lit.value, op.kind === 'strict_wildcard');
@@ -486,9 +533,15 @@ class Parser {
     const hex = lx.readHexBytes();
     if (hex) return hex.value;
     if (/[0-9a-fA-F]/.test(lx.peek())) {
-      this.fail('a byte string needs two or more hex pairs separated by ":", "-" or "." (e.g. 0a:ff)');
+      this.fail(
+        'a byte string needs two or more hex pairs separated by ":", "-" or "." (e.g. 0a:ff)',
+      );
     }
-    return this.fail('expected a string literal ("…" or r"…")', lx.pos, wordLength(this.src, lx.pos));
+    return this.fail(
+      'expected a string literal ("…" or r"…")',
+      lx.pos,
+      wordLength(this.src, lx.pos),
+    );
   }
 
   private parseIpLiteral(): { ip: IpAddr; start: number; end: number } {
@@ -529,12 +582,14 @@ class Parser {
         bytes.add(this.parseBytesLiteral());
       } else if (t.kind === 'Int') {
         const a = lx.readInt();
-        if (!a) this.fail('expected an integer or a range (a..b)', lx.pos, wordLength(this.src, lx.pos));
+        if (!a)
+          this.fail('expected an integer or a range (a..b)', lx.pos, wordLength(this.src, lx.pos));
         let hi = a.value;
         if (lx.tryConsume('..')) {
           const b = lx.readInt();
           if (!b) this.fail('expected the end of the integer range', lx.pos);
-          if (b.value < a.value) this.fail('range start is greater than its end', a.start, b.end - a.start);
+          if (b.value < a.value)
+            this.fail('range start is greater than its end', a.start, b.end - a.start);
           hi = b.value;
         }
         ints.push([a.value, hi]);
@@ -543,12 +598,18 @@ class Parser {
         const bits = lx.readCidrBits();
         if (bits) {
           const max = a.ip.v === 4 ? 32 : 128;
-          if (bits.value > max) this.fail(`CIDR prefix length must be at most ${max}`, bits.start, bits.end - bits.start);
+          if (bits.value > max)
+            this.fail(
+              `CIDR prefix length must be at most ${max}`,
+              bits.start,
+              bits.end - bits.start,
+            );
           ips.push(cidrBounds(a.ip, bits.value));
         } else if (lx.tryConsume('..')) {
           const b = this.parseIpLiteral();
           const cmp = compareIp(a.ip, b.ip);
-          if (cmp === undefined) this.fail('an IP range must not mix IPv4 and IPv6', a.start, b.end - a.start);
+          if (cmp === undefined)
+            this.fail('an IP range must not mix IPv4 and IPv6', a.start, b.end - a.start);
           if (cmp > 0) this.fail('range start is greater than its end', a.start, b.end - a.start);
           ips.push([a.ip, b.ip]);
         } else {
@@ -556,6 +617,7 @@ class Parser {
         }
       }
       const c = lx.peek();
+      if (c === ',') this.fail('set items are separated by spaces, not commas');
       if (c && c !== '}' && !/\s/.test(c)) {
         this.fail('expected a space or "}" after a set item', lx.pos, wordLength(this.src, lx.pos));
       }
@@ -593,7 +655,13 @@ class Parser {
       const field = lookupField(name);
       if (!field) {
         const fn = lookupFunction(name);
-        this.fail(fn ? `function "${name}" must be called with arguments: ${name}(…)` : `unknown field "${name}"`, start, name.length);
+        this.fail(
+          fn
+            ? `function "${name}" must be called with arguments: ${name}(…)`
+            : `unknown field "${name}"`,
+          start,
+          name.length,
+        );
       }
       this.fields.add(field.name);
       base = { kind: 'field', field, start, end: afterName };
@@ -621,7 +689,11 @@ class Parser {
       } else if (lx.atString()) {
         const key = lx.readString();
         if (type.kind !== 'Map') {
-          this.fail(`cannot use a string key on ${displayType(type)}${type.kind === 'Array' ? ' (use an integer index)' : ''}`, key.start, key.end - key.start);
+          this.fail(
+            `cannot use a string key on ${displayType(type)}${type.kind === 'Array' ? ' (use an integer index)' : ''}`,
+            key.start,
+            key.end - key.start,
+          );
         }
         indexes.push({ kind: 'key', key: key.value });
         type = type.of;
@@ -629,7 +701,11 @@ class Parser {
         const n = lx.readInt();
         if (!n) this.fail('expected an integer index, a quoted key or * inside [ ]');
         if (type.kind !== 'Array') {
-          this.fail(`cannot use an integer index on ${displayType(type)}${type.kind === 'Map' ? ' (use a quoted key)' : ''}`, n.start, n.end - n.start);
+          this.fail(
+            `cannot use an integer index on ${displayType(type)}${type.kind === 'Map' ? ' (use a quoted key)' : ''}`,
+            n.start,
+            n.end - n.start,
+          );
         }
         if (n.value < 0) this.fail('array indexes cannot be negative', n.start, n.end - n.start);
         indexes.push({ kind: 'index', index: n.value });
@@ -657,11 +733,19 @@ class Parser {
       }
       const argStart = lx.pos;
       if (args.length >= fn.maxArgs) {
-        this.fail(`${name}() takes at most ${fn.maxArgs} argument${fn.maxArgs === 1 ? '' : 's'}`, argStart, wordLength(this.src, argStart));
+        this.fail(
+          `${name}() takes at most ${fn.maxArgs} argument${fn.maxArgs === 1 ? '' : 's'}`,
+          argStart,
+          wordLength(this.src, argStart),
+        );
       }
       const arg = this.parseArg();
       if (arg.kind === 'value' && arg.each && args.length > 0) {
-        this.fail('[*] can only be used in the first argument of a function', arg.start, arg.end - arg.start);
+        this.fail(
+          '[*] can only be used in the first argument of a function',
+          arg.start,
+          arg.end - arg.start,
+        );
       }
       args.push(arg);
     }
@@ -679,7 +763,17 @@ class Parser {
       const a = args[i] ?? args[args.length - 1];
       return this.fail(message, a ? a.start : start, a ? a.end - a.start : 1);
     });
-    if (mapped) return { kind: 'call', name, fn, args, mapped, impl: { returns: arrayOf(impl.returns), impl: impl.impl }, start, end };
+    if (mapped)
+      return {
+        kind: 'call',
+        name,
+        fn,
+        args,
+        mapped,
+        impl: { returns: arrayOf(impl.returns), impl: impl.impl },
+        start,
+        end,
+      };
     return { kind: 'call', name, fn, args, mapped, impl, start, end };
   }
 
@@ -709,7 +803,10 @@ class Parser {
         if (this.comparisonOpAhead()) {
           return this.continueLogical(this.parseComparisonRest(value, start));
         }
-        if ((isBoolType(value.type) || (isBoolArray(value.type) && !value.each)) && this.logicalAhead()) {
+        if (
+          (isBoolType(value.type) || (isBoolArray(value.type) && !value.each)) &&
+          this.logicalAhead()
+        ) {
           return this.continueLogical(this.parseComparisonRest(value, start));
         }
         return value;
@@ -727,7 +824,11 @@ class Parser {
     if (n) return { kind: 'literal', type: INT, value: n.value, start, end: lx.pos };
     const hex = lx.readHexBytes();
     if (hex) return { kind: 'literal', type: BYTES, value: hex.value, start, end: lx.pos };
-    return this.fail('expected a function argument (field, function call, string, number or IP address)', start, wordLength(this.src, start));
+    return this.fail(
+      'expected a function argument (field, function call, string, number or IP address)',
+      start,
+      wordLength(this.src, start),
+    );
   }
 
   private logicalAhead(): boolean {
@@ -735,7 +836,12 @@ class Parser {
     const save = lx.pos;
     lx.skipSpace();
     const yes =
-      lx.isWordAhead('and') || lx.isWordAhead('or') || lx.isWordAhead('xor') || lx.startsWith('&&') || lx.startsWith('||') || lx.startsWith('^^');
+      lx.isWordAhead('and') ||
+      lx.isWordAhead('or') ||
+      lx.isWordAhead('xor') ||
+      lx.startsWith('&&') ||
+      lx.startsWith('||') ||
+      lx.startsWith('^^');
     lx.pos = save;
     return yes;
   }
@@ -748,7 +854,8 @@ class Parser {
 function argInfo(a: ArgNode): ArgInfo {
   if (a.kind === 'literal') return { type: a.type, literal: true, value: a.value };
   if (a.kind === 'value') {
-    const firstKey = a.indexes[0]?.kind === 'key' ? (a.indexes[0] as { key: string }).key : undefined;
+    const firstKey =
+      a.indexes[0]?.kind === 'key' ? (a.indexes[0] as { key: string }).key : undefined;
     return {
       type: a.type,
       literal: false,

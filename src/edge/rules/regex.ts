@@ -49,6 +49,7 @@ try {
 export const LINEAR_FALLBACK_ENABLED = linearFallback;
 
 export class RegexError extends Error {
+  /** `offset` is the index in the pattern the problem is at, or -1 for the pattern as a whole. */
   constructor(
     message: string,
     readonly offset: number,
@@ -295,7 +296,12 @@ class RegexParser {
           case 'perl':
             return { t: 'cls', neg: false, items: [{ t: 'perl', k: e.v }], ci: false };
           case 'prop':
-            return { t: 'cls', neg: false, items: [{ t: 'prop', name: e.name, neg: e.neg }], ci: false };
+            return {
+              t: 'cls',
+              neg: false,
+              items: [{ t: 'prop', name: e.name, neg: e.neg }],
+              ci: false,
+            };
           case 'as':
             if (e.v === 'A' || e.v === 'z') this.anchorsSingle = true;
             return { t: 'as', k: e.v, m: false };
@@ -452,7 +458,11 @@ class RegexParser {
           name = name.slice(1);
         }
         this.unicode = true;
-        return { k: 'prop', name: resolveProperty(name, () => this.fail(`unknown Unicode class "${name}"`, start)), neg };
+        return {
+          k: 'prop',
+          name: resolveProperty(name, () => this.fail(`unknown Unicode class "${name}"`, start)),
+          neg,
+        };
       }
       case 'A':
       case 'z':
@@ -515,7 +525,8 @@ class RegexParser {
         }
         const nestedStart = this.p;
         this.p++;
-        if (this.peek() === '^') this.fail('negated nested character classes are not supported', nestedStart);
+        if (this.peek() === '^')
+          this.fail('negated nested character classes are not supported', nestedStart);
         items.push(...this.parseClassItems(flags, nestedStart));
         continue;
       }
@@ -825,7 +836,7 @@ function expandedSize(n: Node): number {
 
 function checkSafety(root: Node): void {
   if (expandedSize(root) > MAX_EXPANDED_SIZE) {
-    throw new RegexError('regular expression is too large once repetitions are expanded', 0);
+    throw new RegexError('regular expression is too large once repetitions are expanded', -1);
   }
   walk(root, (n) => {
     if (n.t === 'rep' && n.max > 1) {
@@ -883,11 +894,11 @@ function checkSafety(root: Node): void {
         if (containsUnbounded(it)) {
           const set = allChars(it);
           if (open.length === 0 || open.some((o) => o.overlaps(set))) {
-            if (open.length === 0) firstAt = it.t === 'rep' ? it.at : 0;
+            if (open.length === 0) firstAt = it.t === 'rep' ? it.at : -1;
             open.push(set);
           } else {
             open = [set];
-            firstAt = it.t === 'rep' ? it.at : 0;
+            firstAt = it.t === 'rep' ? it.at : -1;
           }
           if (open.length > MAX_ADJACENT_UNBOUNDED) {
             throw new RegexError(
@@ -1027,7 +1038,7 @@ type ReplacementPart = string | { group: number | string };
 function parseReplacement(template: string): ReplacementPart[] {
   const parts: ReplacementPart[] = [];
   let lit = '';
-  for (let i = 0; i < template.length; ) {
+  for (let i = 0; i < template.length;) {
     const c = template[i];
     if (c !== '$') {
       lit += c;
@@ -1074,16 +1085,13 @@ function parseReplacement(template: string): ReplacementPart[] {
  */
 export function compileRegex(pattern: string): RegexProgram {
   if (pattern.length > MAX_PATTERN_LENGTH) {
-    throw new RegexError(
-      `regular expression is longer than ${MAX_PATTERN_LENGTH} characters`,
-      MAX_PATTERN_LENGTH,
-    );
+    throw new RegexError(`regular expression is longer than ${MAX_PATTERN_LENGTH} characters`, -1);
   }
   const parser = new RegexParser(pattern);
   const ast = parser.parse();
   checkSafety(ast);
   if (parser.anchorsMulti && parser.anchorsSingle) {
-    throw new RegexError('mixing multi-line and single-line anchors is not supported', 0);
+    throw new RegexError('mixing multi-line and single-line anchors is not supported', -1);
   }
   const unicode = parser.unicode;
   const multiline = parser.anchorsMulti;
@@ -1092,7 +1100,7 @@ export function compileRegex(pattern: string): RegexProgram {
   try {
     re = new RegExp(jsSource, (unicode ? 'u' : '') + (multiline ? 'm' : ''));
   } catch (err) {
-    throw new RegexError(`unsupported regular expression (${(err as Error).message})`, 0);
+    throw new RegexError(`unsupported regular expression (${(err as Error).message})`, -1);
   }
   const names = parser.names;
   const toSubject = unicode ? bytesToText : (b: string) => b;

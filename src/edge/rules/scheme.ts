@@ -69,7 +69,13 @@ export function registerField(
     if (options.compute) def.compute = options.compute;
     if (options.wire !== undefined) def.wire = options.wire;
   } else {
-    def = { name: canonical, type: t, slot: fieldsBySlot.length, compute: options.compute, wire: options.wire };
+    def = {
+      name: canonical,
+      type: t,
+      slot: fieldsBySlot.length,
+      compute: options.compute,
+      wire: options.wire,
+    };
     fieldsBySlot.push(def);
     fieldsByName.set(canonical, def);
   }

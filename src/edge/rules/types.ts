@@ -157,7 +157,7 @@ export function formatIp(ip: IpAddr): string {
   // RFC 5952: compress the longest run (≥ 2) of zero groups, the first one on ties.
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

@@ -109,11 +109,15 @@ export function compileWildcard(pattern: string, caseSensitive: boolean): Wildca
  * replacement with `${n}` / `$n` replaced by the n-th star's capture (1-based, up to 8) and `$$` by
  * `$`; otherwise the source unchanged.
  */
-export function wildcardReplace(pattern: WildcardPattern, source: string, replacement: string): string {
+export function wildcardReplace(
+  pattern: WildcardPattern,
+  source: string,
+  replacement: string,
+): string {
   const spans = pattern.captures(source);
   if (!spans) return source;
   let out = '';
-  for (let i = 0; i < replacement.length; ) {
+  for (let i = 0; i < replacement.length;) {
     const c = replacement[i];
     if (c !== '$') {
       out += c;

@@ -22,7 +22,11 @@ const FIELDS: Case[] = [
   ['A', 'http.request.version eq "HTTP/2"', true],
   ['A', 'http.request.uri.path eq "/api/v1/users/42"', true],
   ['A', 'http.request.uri.query contains "filter=botm"', true],
-  ['A', 'http.request.uri eq "/api/v1/users/42?filter=waf&filter=botm&filter=cdn&q=a%20b&empty="', true],
+  [
+    'A',
+    'http.request.uri eq "/api/v1/users/42?filter=waf&filter=botm&filter=cdn&q=a%20b&empty="',
+    true,
+  ],
   [
     'A',
     'http.request.full_uri eq "https://www.example.com/api/v1/users/42?filter=waf&filter=botm&filter=cdn&q=a%20b&empty="',
@@ -70,7 +74,11 @@ const FIELDS: Case[] = [
   ['A', `http.request.timestamp.sec eq ${NOW_SEC}`, true],
   ['A', 'http.request.timestamp.msec eq 250', true],
   ['B', 'http.host eq "shop.example.net"', true],
-  ['B', 'http.request.full_uri eq "http://shop.example.net:8080/a/~user/docs/Index.HTML?x=1"', true],
+  [
+    'B',
+    'http.request.full_uri eq "http://shop.example.net:8080/a/~user/docs/Index.HTML?x=1"',
+    true,
+  ],
   ['B', 'http.request.uri.path eq "/a/~user/docs/Index.HTML"', true],
   ['B', 'raw.http.request.uri.path eq "/a/./b/../%7Euser//docs/Index.HTML"', true],
   ['B', 'http.request.uri.path.extension eq "html"', true],
@@ -111,6 +119,12 @@ const CF_AND_ALIAS: Case[] = [
   ['B', 'cf.edge.server_port in { 80 443 2082..2083 }', false], // grammar
   ['A', 'cf.sequence.msec_since_op["a1b2c3d4"] lt 2000', true],
   ['A', 'cf.tls_client_auth.cert_revoked', false],
+  ['A', 'edge.api_gateway.jwt_claims_valid', false],
+  [
+    'A',
+    'not edge.api_gateway.edge-risk-mixed-auth and not cf.api_gateway.cf-risk-missing-auth',
+    true,
+  ],
   ['A', 'edge.api_gateway.edge-risk-bola-enumeration', false],
   ['B', 'edge.api_gateway.edge-risk-bola-enumeration', true],
   ['B', 'cf.api_gateway.cf-risk-bola-enumeration and edge.bot_management.score gt 80', true],
@@ -170,6 +184,12 @@ const OPERATORS: Case[] = [
   ['B', 'ip.src in {::/0}', true],
   ['B', 'http.host in {"shop.example.net" r"x"}', true],
   ['A', 'http.host in {}', false],
+  // docs (values): quoted regex strings keep regex escapes, raw strings need none
+  ['A', String.raw`concat("xa\"by") matches "a\"b"`, true],
+  ['A', String.raw`concat("xa\"#by") matches r##"a"#b"##`, true],
+  ['A', String.raw`regex_replace(concat("a\\b"), r"\\", "a") == "aab"`, true],
+  ['A', String.raw`regex_replace(concat("a\\b"), "\\\\", "a") == "aab"`, true],
+  ['A', String.raw`http.request.uri.path matches r"/users/\d+$"`, true],
 ];
 
 const PRECEDENCE: Case[] = [
@@ -213,10 +233,22 @@ const ARRAYS: Case[] = [
   ['A', 'not len(http.request.uri.args["order"]) >= 0', true], // docs
   ['A', 'any(http.request.uri.args.names[*] == "q")', true],
   ['A', 'any(http.request.uri.args[*][0] == "a b")', true],
-  ['B', 'any(http.request.body.form.values[*] == "a" or http.request.body.form.values[*] == "b")', true],
+  [
+    'B',
+    'any(http.request.body.form.values[*] == "a" or http.request.body.form.values[*] == "b")',
+    true,
+  ],
   ['B', 'all(not http.request.body.form.values[*] contains "x")', true],
-  ['B', 'any(http.request.body.form.values[*] == "a" and http.request.body.form.names[*] == "tags")', true],
-  ['B', 'any(http.request.body.form.values[*] == "a" xor http.request.body.form.values[*] == "b")', true],
+  [
+    'B',
+    'any(http.request.body.form.values[*] == "a" and http.request.body.form.names[*] == "tags")',
+    true,
+  ],
+  [
+    'B',
+    'any(http.request.body.form.values[*] == "a" xor http.request.body.form.values[*] == "b")',
+    true,
+  ],
   ['B', 'any(url_decode(http.request.body.form.values[*])[*] contains "<script>")', true], // docs-style
 ];
 
@@ -255,17 +287,41 @@ const FUNCTIONS: Case[] = [
   ['A', 'regex_replace("/foo", "^/FOO$", "/x") == "/foo"', true], // docs
   ['A', 'regex_replace("/a/a", "/a", "/b") == "/b/a"', true], // docs
   ['A', 'regex_replace("/b", "^/b$", "/b$$") == "/b$"', true], // docs
-  ['A', 'regex_replace("/foo/a/path", "^/foo/([^/]*)/(.*)$", "/bar/${2}/${1}") == "/bar/path/a"', true],
-  ['B', 'wildcard_replace(http.request.headers["x-full"][0], "https://*.example.com/*/*", "https://example.com/${1}/${2}/${3}") == "https://example.com/apps/calendar/admin?expand=true"', true], // docs
-  ['B', 'wildcard_replace(http.request.headers["x-path"][0], "/apps/*", "/${1}") == "/calendar"', true], // docs
-  ['B', 'wildcard_replace(http.request.headers["x-path"][0], "/apps/*", "/${1}", "s") == "/Apps/calendar"', true], // docs
-  ['A', 'wildcard_replace(http.request.uri.path, "/api/*/users/*", "/v=${1};id=${2}") == "/v=v1;id=42"', true],
+  [
+    'A',
+    'regex_replace("/foo/a/path", "^/foo/([^/]*)/(.*)$", "/bar/${2}/${1}") == "/bar/path/a"',
+    true,
+  ],
+  [
+    'B',
+    'wildcard_replace(http.request.headers["x-full"][0], "https://*.example.com/*/*", "https://example.com/${1}/${2}/${3}") == "https://example.com/apps/calendar/admin?expand=true"',
+    true,
+  ], // docs
+  [
+    'B',
+    'wildcard_replace(http.request.headers["x-path"][0], "/apps/*", "/${1}") == "/calendar"',
+    true,
+  ], // docs
+  [
+    'B',
+    'wildcard_replace(http.request.headers["x-path"][0], "/apps/*", "/${1}", "s") == "/Apps/calendar"',
+    true,
+  ], // docs
+  [
+    'A',
+    'wildcard_replace(http.request.uri.path, "/api/*/users/*", "/v=${1};id=${2}") == "/v=v1;id=42"',
+    true,
+  ],
   ['A', 'wildcard_replace(http.request.uri.path, "/nomatch/*", "/x") == "/api/v1/users/42"', true],
   ['A', 'substring("asdfghjk", 2, 5) == "dfg"', true], // docs
   ['A', 'substring("asdfghjk", 2) == "dfghjk"', true], // docs
   ['A', 'substring("asdfghjk", -2) == "jk"', true], // docs
   ['A', 'substring("asdfghjk", 0, -2) == "asdfgh"', true], // docs
-  ['A', 'uuidv4(cf.random_seed) matches "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"', true],
+  [
+    'A',
+    'uuidv4(cf.random_seed) matches "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"',
+    true,
+  ],
   ['A', 'encode_base64("hello world") == "aGVsbG8gd29ybGQ="', true],
   ['A', 'encode_base64("\\xfb\\xff", "u") == "-_8"', true],
   ['A', 'any(decode_base64(http.request.headers["client_id"][*])[*] eq "123abc")', true], // docs
@@ -291,7 +347,11 @@ const FUNCTIONS: Case[] = [
   ['A', 'is_jwt_valid(http.request.jwt.payload["cfg1"][0])', true],
   ['B', 'is_jwt_valid(http.request.jwt.payload["cfg1"][0])', false],
   ['A', 'lookup_json_string(http.request.jwt.payload["cfg1"][0], "sub") == "user-1"', true], // spec
-  ['A', 'sha256("abc") == ba:78:16:bf:8f:01:cf:ea:41:41:40:de:5d:ae:22:23:b0:03:61:a3:96:17:7a:9c:b4:10:ff:61:f2:00:15:ad', true],
+  [
+    'A',
+    'sha256("abc") == ba:78:16:bf:8f:01:cf:ea:41:41:40:de:5d:ae:22:23:b0:03:61:a3:96:17:7a:9c:b4:10:ff:61:f2:00:15:ad',
+    true,
+  ],
   ['A', 'coalesce(http.request.headers["x-none"][0], "fallback") == "fallback"', true],
   ['A', 'remove_query_args(http.request.uri.query, "filter") == "q=a%20b&empty="', true],
   ['B', 'remove_query_args(http.request.uri.query, "x") == ""', true],
@@ -364,7 +424,10 @@ describe('timed HMAC validation', () => {
 
   it('rejects an expired token and a forged one', () => {
     expect(check(hmacToken('/download/cat.jpg', '?verify=', now - 200000))).toBe(false);
-    const forged = hmacToken('/download/cat.jpg', '?verify=', now - 10).replace('/cat.jpg', '/dog.jpg');
+    const forged = hmacToken('/download/cat.jpg', '?verify=', now - 10).replace(
+      '/cat.jpg',
+      '/dog.jpg',
+    );
     expect(check(forged)).toBe(false);
   });
 });

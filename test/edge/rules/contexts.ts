@@ -7,7 +7,12 @@ export const HMAC_KEY = 'mysecretkey';
 export const NOW_SEC = 1_700_000_000;
 
 /** Builds a MessageMAC `<message><separator><timestamp>-<url-encoded base64 mac>`. */
-export function hmacToken(message: string, separator: string, issued: number, urlSafe = false): string {
+export function hmacToken(
+  message: string,
+  separator: string,
+  issued: number,
+  urlSafe = false,
+): string {
   const mac = createHmac('sha256', HMAC_KEY).update(`${message}${issued}`).digest();
   const encoded = urlSafe ? mac.toString('base64url') : encodeURIComponent(mac.toString('base64'));
   return `${message}${separator}${issued}-${encoded}`;
@@ -52,10 +57,23 @@ export const inputA: RequestInput = {
   geo: { country: 'PT', continent: 'EU', asnum: 13335, city: 'Lisbon', is_in_european_union: true },
   cf: {
     threat_score: 5,
-    bot_management: { score: 12, verified_bot: false, static_resource: false, ja3_hash: 'e7d705a3286e19ea42f587b344ee6865' },
+    bot_management: {
+      score: 12,
+      verified_bot: false,
+      static_resource: false,
+      ja3_hash: 'e7d705a3286e19ea42f587b344ee6865',
+    },
     client: { bot: false },
-    tls_client_auth: { cert_verified: true, cert_presented: true, cert_fingerprint_sha256: 'ab12cd34' },
-    api_gateway: { auth_id_present: true, request_violates_schema: false, fallthrough_detected: true },
+    tls_client_auth: {
+      cert_verified: true,
+      cert_presented: true,
+      cert_fingerprint_sha256: 'ab12cd34',
+    },
+    api_gateway: {
+      auth_id_present: true,
+      request_violates_schema: false,
+      fallthrough_detected: true,
+    },
     zone: { name: 'example.com' },
     ray_id: '8a1b2c3d4e5f6789',
     colo: { name: 'LIS' },
