@@ -29,6 +29,8 @@ export interface IndexedZone {
   version: number;
   /** Records by owner name (absolute, lowercase). */
   records: Map<string, StoredRecord[]>;
+  /** Owner name of each record id. */
+  ownerOf: Map<string, string>;
 }
 
 export class ZoneIndex {
@@ -66,13 +68,15 @@ export class ZoneIndex {
     return z ? [...z.records.values()].flat() : [];
   }
 
+  /** Applies one change in time proportional to its size (the owner of each id is indexed). */
   private applyRecords(change: DnsChange): void {
     const zone = this.byId.get(change.zoneId);
     if (!zone) return;
-    const gone = new Set([...change.deleted, ...change.upserted.map((r) => r.id)]);
-    for (const [owner, list] of zone.records) {
-      if (!list.some((r) => gone.has(r.id))) continue;
-      const kept = list.filter((r) => !gone.has(r.id));
+    for (const id of [...change.deleted, ...change.upserted.map((r) => r.id)]) {
+      const owner = zone.ownerOf.get(id);
+      if (owner === undefined) continue;
+      zone.ownerOf.delete(id);
+      const kept = (zone.records.get(owner) ?? []).filter((r) => r.id !== id);
       if (kept.length > 0) zone.records.set(owner, kept);
       else zone.records.delete(owner);
     }
@@ -80,6 +84,7 @@ export class ZoneIndex {
       const list = zone.records.get(r.name);
       if (list) list.push(r);
       else zone.records.set(r.name, [r]);
+      zone.ownerOf.set(r.id, r.name);
     }
     zone.version++;
   }
@@ -103,10 +108,12 @@ export class ZoneIndex {
     const version = (this.byId.get(zone.id)?.version ?? 0) + 1;
     this.remove(zone.id);
     const byOwner = new Map<string, StoredRecord[]>();
+    const ownerOf = new Map<string, string>();
     for (const r of records) {
       const list = byOwner.get(r.name) ?? [];
       list.push(r);
       byOwner.set(r.name, list);
+      ownerOf.set(r.id, r.name);
     }
     const entry: IndexedZone = {
       id: zone.id,
@@ -117,6 +124,7 @@ export class ZoneIndex {
       nameServers: zone.name_servers,
       version,
       records: byOwner,
+      ownerOf,
     };
     // Two accounts may hold the same zone name; the active one serves.
     const existing = this.byName.get(zone.name);
