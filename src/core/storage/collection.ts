@@ -6,8 +6,31 @@
  * Bodies are validated by the area's zod schema before they are written; reads trust the table
  * (only this module writes it), which keeps list pages cheap.
  */
-import { sql } from 'kysely';
+import { CompiledQuery, sql, type Compilable } from 'kysely';
 import type { Executor } from './db.ts';
+
+interface Row {
+  id: string;
+  scope_id: string;
+  body: string;
+  created_on: string;
+  modified_on: string;
+  version: number | string;
+}
+
+/**
+ * The SQL text of a hot point read, compiled once per dialect: building a query with Kysely costs
+ * more than running it on SQLite. Parameters are supplied in the order of the `where` calls.
+ */
+const POINT_QUERIES = new WeakMap<object, Map<string, string>>();
+function pointQuery(db: Executor, name: string, build: (db: Executor) => Compilable): string {
+  const adapter = db.getExecutor().adapter as object;
+  let texts = POINT_QUERIES.get(adapter);
+  if (!texts) POINT_QUERIES.set(adapter, (texts = new Map()));
+  let text = texts.get(name);
+  if (!text) texts.set(name, (text = build(db).compile().sql));
+  return text;
+}
 
 export interface Doc<T> {
   id: string;
@@ -124,23 +147,18 @@ export function defineCollection<T, I extends string = never>(
       return { id, scopeId, body, createdOn: ts, modifiedOn: ts, version: 1 };
     },
     async get(db, scopeId, id) {
-      const row = await db
-        .selectFrom('documents')
-        .select(columns)
-        .where('kind', '=', kind)
-        .where('scope_id', '=', scopeId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return row ? toDoc(row) : undefined;
+      const text = pointQuery(db, 'get', (d) =>
+        d.selectFrom('documents').select(columns).where('kind', '=', '').where('scope_id', '=', '').where('id', '=', ''),
+      );
+      const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(text, [kind, scopeId, id]));
+      return rows[0] ? toDoc(rows[0]) : undefined;
     },
     async findById(db, id) {
-      const row = await db
-        .selectFrom('documents')
-        .select(columns)
-        .where('kind', '=', kind)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return row ? toDoc(row) : undefined;
+      const text = pointQuery(db, 'findById', (d) =>
+        d.selectFrom('documents').select(columns).where('kind', '=', '').where('id', '=', ''),
+      );
+      const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(text, [kind, id]));
+      return rows[0] ? toDoc(rows[0]) : undefined;
     },
     async findBy(db, field, value) {
       const rows = await db
