@@ -14,6 +14,9 @@ export interface ProxyOptions {
   responseTimeoutMs: number;
 }
 
+/** Responses up to this size are buffered and written in one go; larger ones stream. */
+const SMALL_BODY = 64 * 1024;
+
 /** Hop-by-hop headers (RFC 9110 §7.6.1) are never forwarded. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
@@ -128,9 +131,19 @@ export class OriginProxy {
         // Byte counts come from Content-Length when the origin sends one; only bodies of unknown
         // length are counted chunk by chunk.
         const declared = Number(originRes.headers['content-length']);
-        if (Number.isFinite(declared)) outcome.bytesOut = declared;
-        else originRes.on('data', (chunk: Buffer) => (outcome.bytesOut += chunk.length));
-        originRes.pipe(res);
+        if (Number.isFinite(declared) && declared <= SMALL_BODY) {
+          // A small body is gathered and sent with the headers in one write.
+          outcome.bytesOut = declared;
+          const chunks: Buffer[] = [];
+          originRes.on('data', (chunk: Buffer) => chunks.push(chunk));
+          originRes.on('end', () => {
+            res.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+          });
+        } else {
+          if (Number.isFinite(declared)) outcome.bytesOut = declared;
+          else originRes.on('data', (chunk: Buffer) => (outcome.bytesOut += chunk.length));
+          originRes.pipe(res);
+        }
         originRes.on('end', () => finish());
         originRes.on('error', (err) => {
           res.destroy(err);
@@ -143,9 +156,12 @@ export class OriginProxy {
         finish();
       });
       const declaredIn = Number(req.headers['content-length']);
+      const chunked = req.headers['transfer-encoding'] !== undefined;
       if (Number.isFinite(declaredIn)) outcome.bytesIn = declaredIn;
-      else if (req.headers['transfer-encoding']) req.on('data', (chunk: Buffer) => (outcome.bytesIn += chunk.length));
-      req.pipe(upstream);
+      else if (chunked) req.on('data', (chunk: Buffer) => (outcome.bytesIn += chunk.length));
+      // Most requests have no body: end at once instead of setting up a pipe.
+      if (!chunked && !(declaredIn > 0)) upstream.end();
+      else req.pipe(upstream);
     });
   }
 
