@@ -1,4 +1,4 @@
-/** The `outpost` command line: `outpost serve`, `outpost --help`. */
+/** The `outpost` command line: `outpost serve`, `outpost tunnel run|access`, `outpost --help`. */
 import { ConfigError, helpText, loadConfig, parseFlags } from './core/config.ts';
 import { createLogger } from './core/log.ts';
 import { startServer, API_PREFIX } from './server.ts';
@@ -6,6 +6,11 @@ import { startServer, API_PREFIX } from './server.ts';
 async function main(argv: string[]): Promise<number> {
   const { flags, rest } = parseFlags(argv);
   const command = rest[0] ?? (flags.help ? 'help' : undefined);
+  if (command === 'tunnel') {
+    // `outpost tunnel run|access …`: the connector side, loaded only when asked for.
+    const { runTunnelCommand } = await import('./connector/index.ts');
+    return runTunnelCommand(argv.slice(argv.indexOf('tunnel') + 1));
+  }
   if (command === undefined || command === 'help' || flags.help) {
     process.stdout.write(helpText());
     return command === undefined && !flags.help ? 1 : 0;

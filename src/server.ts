@@ -4,7 +4,7 @@
  * finish before the database closes.
  */
 import type { Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Hono } from 'hono';
 import { serve } from '@hono/node-server';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +22,7 @@ import { PermissionRegistry } from './core/permissions.ts';
 import { RateLimiter } from './core/ratelimit.ts';
 import { Router } from './core/router.ts';
 import { Services } from './core/services.ts';
+import { Upgrades } from './core/upgrades.ts';
 import { openDatabase, type Database } from './core/storage/db.ts';
 import { VersionConflict } from './core/storage/collection.ts';
 
@@ -116,10 +117,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const seeded = await bootstrap(database.db, config, clock);
   const permissions = new PermissionRegistry();
   const auth = new AuthService(database.db, clock, permissions, { email: config.apiEmail, keyHash: seeded.apiKeyHash });
-  const base = { config, clock, log, events: createEventBus(), database, auth, permissions, services: new Services() };
+  const base = { config, clock, log, events: createEventBus(), database, auth, permissions, services: new Services(), upgrades: new Upgrades() };
   const { app, planes } = buildApp(base, areas);
 
   const server = await listen(app, config.host, config.apiPort);
+  server.on('upgrade', (req, socket, head) => base.upgrades.dispatch(server, req, socket as Socket, head));
   const apiPort = (server.address() as AddressInfo).port;
   const apiUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${apiPort}`;
   const listeners: Listener[] = [{ name: 'management API', protocol: 'http', address: `${apiUrl}${API_PREFIX}` }];
@@ -149,7 +151,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     app,
     stop: () =>
       (stopping ??= (async () => {
-        await closeServer(server, config.shutdownTimeoutMs);
+        const closing = closeServer(server, config.shutdownTimeoutMs);
+        // Upgraded sockets (tunnel connectors) would keep the listener open; cut them now.
+        base.upgrades.closeAll();
+        await closing;
         for (const plane of [...started].reverse()) await plane.stop?.();
         await database.close();
         log.flush?.();

@@ -14,6 +14,7 @@ import type { AuthService } from './auth.ts';
 import type { PermissionRegistry } from './permissions.ts';
 import type { Router } from './router.ts';
 import type { Services } from './services.ts';
+import type { Upgrades } from './upgrades.ts';
 
 export interface AreaContext {
   config: Config;
@@ -25,6 +26,8 @@ export interface AreaContext {
   permissions: PermissionRegistry;
   router: Router;
   services: Services;
+  /** HTTP/1.1 upgrade paths on the API port. */
+  upgrades: Upgrades;
 }
 
 export interface Listener {

@@ -67,6 +67,52 @@ export interface Config {
   cniProvisioningSeconds: number;
   /** JSON file replacing the built-in interconnect facilities catalog. */
   cniFacilities?: string;
+  /**
+   * Where tunnel connectors reach this server, put into tunnel tokens (`e`): an http(s) URL of the
+   * management API listener; default: the API address a token was requested on.
+   */
+  tunnelEndpoint?: string;
+  /** Location name reported for tunnel connections (`colo_name`). */
+  tunnelColo: string;
+  /**
+   * Addresses proxied TCP/UDP applications listen on (dynamic edge IPs); empty = derived from
+   * `edgeAddresses`, else from `host` (a loopback host gives its address and ::1).
+   */
+  spectrumBindAddresses: string[];
+  /** Ports below 1024 are bound at `port + spectrumPortOffset` when binding them is not permitted. */
+  spectrumPortOffset: number;
+  /** Always map ports below 1024 by `spectrumPortOffset`, even when binding them would be permitted. */
+  spectrumMapLowPorts: boolean;
+  /** A UDP flow of a proxied application ends after this long without a datagram either way, ms. */
+  spectrumUdpIdleTimeoutMs: number;
+  /** PEM file of extra CAs trusted for `tls: strict` origins (beside the system roots). */
+  spectrumOriginCa?: string;
+  /** Colo name proxied-application analytics report (`coloName`), up to 3 characters. */
+  spectrumColo: string;
+  /** Script runtime: CPU slack added to a script's limit before the watchdog acts, ms. */
+  runtimeCpuSlackMs: number;
+  /** Script runtime: smallest resident-set growth of an instance treated as a memory overrun, MB. */
+  runtimeMemoryFloorMb: number;
+  /** Script runtime: wall-clock budget per script request, ms. */
+  runtimeWallTimeoutMs: number;
+  /** Script runtime: running instances (workerd processes, one per tenant) kept at most. */
+  runtimeMaxInstances: number;
+  /** Snippets: subrequests per execution (the platform allows 2–5 by plan). */
+  snippetSubrequests: number;
+  /** Snippets: CPU time per execution, ms (the platform's is 5; the watchdog adds its slack). */
+  snippetCpuMs: number;
+  /** Snippets: memory per execution, MB (enforced as instance growth, at least the runtime floor). */
+  snippetMemoryMb: number;
+  /** Snippets per zone. */
+  snippetsPerZone: number;
+  /** Snippets: `request.cf` defaults as JSON (merged over the built-in loopback defaults). */
+  snippetCf?: string;
+  /** Workflows: plan whose defaults apply (`free`: 3-day retention, 100 concurrent; `paid`: 30 days, 10,000). */
+  workflowsPlan: 'free' | 'paid';
+  /** Workflows: longest wait between scans for due timers, queued instances and expired instances, ms. */
+  workflowsPollMs: number;
+  /** Workflows: workflow attempts executing at once in this process (others wait their turn). */
+  workflowsMaxInflight: number;
 }
 
 export const DEFAULTS: Config = {
@@ -93,6 +139,23 @@ export const DEFAULTS: Config = {
   relayPorts: '49152-65535',
   relayAllowLoopback: false,
   relayQuota: 10,
+  tunnelColo: 'outpost',
+  spectrumBindAddresses: [],
+  spectrumPortOffset: 10000,
+  spectrumMapLowPorts: false,
+  spectrumUdpIdleTimeoutMs: 30_000,
+  spectrumColo: 'LOC',
+  runtimeCpuSlackMs: 20,
+  runtimeMemoryFloorMb: 64,
+  runtimeWallTimeoutMs: 30_000,
+  runtimeMaxInstances: 64,
+  snippetSubrequests: 5,
+  snippetCpuMs: 5,
+  snippetMemoryMb: 2,
+  snippetsPerZone: 300,
+  workflowsPlan: 'paid',
+  workflowsPollMs: 1000,
+  workflowsMaxInflight: 256,
 };
 
 interface OptionSpec {
@@ -132,6 +195,26 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'relayQuota', flag: 'relay-quota', env: 'OUTPOST_RELAY_QUOTA', type: 'int', help: 'allocations per relay username (default 10)' },
   { key: 'cniProvisioningSeconds', flag: 'cni-provisioning-seconds', env: 'OUTPOST_CNI_PROVISIONING_SECONDS', type: 'int', help: 'seconds a new interconnect stays pending (default 60)' },
   { key: 'cniFacilities', flag: 'cni-facilities', env: 'OUTPOST_CNI_FACILITIES', type: 'string', help: 'JSON file replacing the built-in interconnect facilities catalog' },
+  { key: 'tunnelEndpoint', flag: 'tunnel-endpoint', env: 'OUTPOST_TUNNEL_ENDPOINT', type: 'string', help: 'URL tunnel connectors reach the API at, put into tunnel tokens (default: the API address)' },
+  { key: 'tunnelColo', flag: 'tunnel-colo', env: 'OUTPOST_TUNNEL_COLO', type: 'string', help: 'colo_name reported for tunnel connections (default outpost)' },
+  { key: 'spectrumBindAddresses', flag: 'spectrum-bind-addresses', env: 'OUTPOST_SPECTRUM_BIND_ADDRESSES', type: 'list', help: 'comma-separated addresses proxied TCP/UDP apps listen on (default: --edge-addresses, else from --host)' },
+  { key: 'spectrumPortOffset', flag: 'spectrum-port-offset', env: 'OUTPOST_SPECTRUM_PORT_OFFSET', type: 'int', help: 'app ports below 1024 bind at port+offset when not permitted (default 10000)' },
+  { key: 'spectrumMapLowPorts', flag: 'spectrum-map-low-ports', env: 'OUTPOST_SPECTRUM_MAP_LOW_PORTS', type: 'bool', help: 'always bind app ports below 1024 at port+offset (default false)' },
+  { key: 'spectrumUdpIdleTimeoutMs', flag: 'spectrum-udp-idle-timeout', env: 'OUTPOST_SPECTRUM_UDP_IDLE_TIMEOUT', type: 'int', help: 'idle timeout of a proxied UDP flow in ms (default 30000)' },
+  { key: 'spectrumOriginCa', flag: 'spectrum-origin-ca', env: 'OUTPOST_SPECTRUM_ORIGIN_CA', type: 'string', help: 'PEM file of extra CAs trusted by tls=strict apps' },
+  { key: 'spectrumColo', flag: 'spectrum-colo', env: 'OUTPOST_SPECTRUM_COLO', type: 'string', help: 'colo name in proxied-app analytics, up to 3 characters (default LOC)' },
+  { key: 'runtimeCpuSlackMs', flag: 'runtime-cpu-slack', env: 'OUTPOST_RUNTIME_CPU_SLACK', type: 'int', help: 'script CPU watchdog slack in ms added to each limit (default 20)' },
+  { key: 'runtimeMemoryFloorMb', flag: 'runtime-memory-floor', env: 'OUTPOST_RUNTIME_MEMORY_FLOOR', type: 'int', help: 'smallest script-instance memory growth treated as overrun, MB (default 64)' },
+  { key: 'runtimeWallTimeoutMs', flag: 'runtime-wall-timeout', env: 'OUTPOST_RUNTIME_WALL_TIMEOUT', type: 'int', help: 'wall-clock budget per script request in ms (default 30000)' },
+  { key: 'runtimeMaxInstances', flag: 'runtime-max-instances', env: 'OUTPOST_RUNTIME_MAX_INSTANCES', type: 'int', help: 'running script instances (one workerd per tenant) kept at most (default 64)' },
+  { key: 'snippetSubrequests', flag: 'snippet-subrequests', env: 'OUTPOST_SNIPPET_SUBREQUESTS', type: 'int', help: 'subrequests per snippet execution, 2-5 (default 5)' },
+  { key: 'snippetCpuMs', flag: 'snippet-cpu-ms', env: 'OUTPOST_SNIPPET_CPU_MS', type: 'int', help: 'snippet CPU limit in ms before the runtime slack (default 5)' },
+  { key: 'snippetMemoryMb', flag: 'snippet-memory-mb', env: 'OUTPOST_SNIPPET_MEMORY_MB', type: 'int', help: 'snippet memory limit in MB, at least the runtime floor is enforced (default 2)' },
+  { key: 'snippetsPerZone', flag: 'snippets-per-zone', env: 'OUTPOST_SNIPPETS_PER_ZONE', type: 'int', help: 'snippets per zone (default 300)' },
+  { key: 'snippetCf', flag: 'snippet-cf', env: 'OUTPOST_SNIPPET_CF', type: 'string', help: 'JSON object of request.cf defaults for snippets (colo, city, asn, ...)' },
+  { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
+  { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
+  { key: 'workflowsMaxInflight', flag: 'workflows-max-inflight', env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT', type: 'int', help: 'workflow attempts executing at once (default 256)' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
 
@@ -203,6 +286,17 @@ export function loadConfig(
   if (config.accountId !== undefined && !/^[0-9a-f]{32}$/.test(config.accountId)) {
     throw new ConfigError('OUTPOST_ACCOUNT_ID / --account-id must be 32 lowercase hex characters');
   }
+  if (!/^[A-Za-z0-9]{1,3}$/.test(config.spectrumColo)) {
+    throw new ConfigError(`--spectrum-colo must be 1 to 3 letters or digits, got ${config.spectrumColo}`);
+  }
+  if (config.spectrumPortOffset < 1024 || config.spectrumPortOffset > 64512) {
+    throw new ConfigError(`--spectrum-port-offset must be from 1024 to 64512, got ${config.spectrumPortOffset}`);
+  }
+  if (config.workflowsPlan !== 'free' && config.workflowsPlan !== 'paid') {
+    throw new ConfigError(`--workflows-plan must be free or paid, got ${String(config.workflowsPlan)}`);
+  }
+  if (config.workflowsPollMs < 10) throw new ConfigError('--workflows-poll-ms must be at least 10');
+  if (config.workflowsMaxInflight < 1) throw new ConfigError('--workflows-max-inflight must be at least 1');
   config.dataDir = resolve(config.dataDir);
   if (!config.database) config.database = join(config.dataDir, 'outpost.db');
   return config;

@@ -229,6 +229,42 @@ export const CODES = {
   tunnel_dns_no_zone: { code: 1003, status: 400, message: 'Hostname {0} is not inside any zone of account {1}' },
   tunnel_dns_route_not_found: { code: 1004, status: 404, message: 'DNS route {0} not found' },
   tunnel_connector_unauthorized: { code: 1002, status: 401, message: 'Unauthorized: {0}' },
+  // --- scripts (the minimal upload API workflows need) ------------------------------------------
+  worker_not_found: { code: 10007, status: 404, message: 'This Worker does not exist on your account: {0}' },
+  worker_invalid: { code: 10021, status: 400, message: '{0}' },
+  worker_runtime_unavailable: { code: 10013, status: 503, message: 'The script runtime is not available: {0}' },
+
+  // --- workflows (binding errors carry the platform's `(code) message` form) --------------------
+  workflow_invalid: { code: 10200, status: 400, message: '{0}' },
+  workflow_not_found: { code: 10201, status: 404, message: '(workflow.not_found) Workflow {0} not found' },
+  workflow_instance_not_found: { code: 10202, status: 404, message: '(instance.not_found) Instance not found' },
+  workflow_instance_exists: { code: 10203, status: 409, message: '(instance.already_exists) Instance already exists' },
+  workflow_invalid_id: {
+    code: 10204,
+    status: 400,
+    message: '(instance.invalid_id) Instance id {0} is invalid: up to 100 characters matching ^[a-zA-Z0-9_][a-zA-Z0-9-_]*$, not cf_ followed by 64 hex characters',
+  },
+  workflow_cannot_terminate: { code: 10205, status: 409, message: '(instance.cannot_terminate) Cannot terminate instance since its on a finite state' },
+  workflow_cannot_pause: { code: 10206, status: 409, message: '(instance.cannot_pause) Cannot pause instance since its on a finite state' },
+  workflow_cannot_resume: { code: 10207, status: 409, message: '(instance.cannot_resume) Cannot resume instance since its on a finite state' },
+  workflow_cannot_restart: { code: 10208, status: 409, message: '(instance.cannot_restart) {0}' },
+  workflow_batch_too_large: { code: 10209, status: 400, message: '(instance.batch_too_large) A batch holds at most 100 instances, got {0}' },
+  workflow_payload_too_large: { code: 10210, status: 413, message: '{0} is {1} bytes; the limit is 1048576 bytes (1 MiB)' },
+  workflow_script_missing: { code: 10211, status: 400, message: 'Script {0} does not exist on this account; upload it first' },
+
+  // --- snippets -------------------------------------------------------------------------------
+  snippet_not_found: { code: 1100, status: 404, message: 'Snippet {0} not found' },
+  snippet_invalid_name: {
+    code: 1101,
+    status: 400,
+    message: 'Invalid snippet name {0}: use 1 to 50 characters a-z, 0-9 and _',
+  },
+  snippet_invalid: { code: 1102, status: 400, message: '{0}' },
+  snippet_script_error: { code: 1103, status: 400, message: 'The snippet does not start: {0}' },
+  snippet_limit: { code: 1104, status: 400, message: 'This zone already has {0} snippets, the most it may have' },
+  snippet_in_use: { code: 1105, status: 409, message: 'Snippet {0} is used by a snippet rule; change the rules first' },
+  snippet_rules_invalid: { code: 1106, status: 400, message: '{0}' },
+  runtime_unavailable: { code: 1107, status: 503, message: 'The script runtime is not available: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;
