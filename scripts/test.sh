@@ -14,7 +14,7 @@ fi
 
 # --- Debian packages used as real peers by the tests ---------------------------------------------
 # Each entry: <package>:<binary it provides>. Installed only when the binary is missing.
-DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig"
+DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy"
 missing=""
 for entry in $DEBS; do
   pkg=${entry%%:*}; bin=${entry#*:}

@@ -20,6 +20,8 @@ import { startTurnServer, type TurnServer } from './turn-server.ts';
 import { relayTlsMaterial } from './tls.ts';
 
 const REFRESH_MS = 2_000;
+/** Refresh ticks between two prunings of expired revocations (about a minute). */
+const PRUNE_EVERY = 30;
 
 function parseRange(text: string): [number, number] {
   const m = /^(\d+)-(\d+)$/.exec(text);
@@ -66,11 +68,25 @@ export default defineArea({
           log: (level, msg, fields) => relayLog[level](fields ?? {}, msg),
         });
         state.ports = { udp: turn.udpPort, tcp: turn.tcpPort, tls: turn.tlsPort };
+        let ticks = 0;
         refreshTimer = setInterval(() => {
           state.index.refresh(db).catch((err: unknown) => relayLog.warn({ err }, 'relay key refresh failed'));
+          // Revocations of expired usernames only cost memory and refresh time: drop them now and then.
+          if (++ticks % PRUNE_EVERY === 0) {
+            state.index
+              .pruneExpired(db, Math.floor(ctx.clock.now().getTime() / 1000))
+              .catch((err: unknown) => relayLog.warn({ err }, 'relay revocation pruning failed'));
+          }
         }, REFRESH_MS);
         refreshTimer.unref();
-        const listeners = [{ name: 'TURN/STUN relay', protocol: 'udp+tcp', address: `${config.host}:${turn.udpPort}` }];
+        // With port 0 the TCP listener takes the UDP port number when it can, but not always.
+        const listeners =
+          turn.tcpPort === turn.udpPort
+            ? [{ name: 'TURN/STUN relay', protocol: 'udp+tcp', address: `${config.host}:${turn.udpPort}` }]
+            : [
+                { name: 'TURN/STUN relay', protocol: 'udp', address: `${config.host}:${turn.udpPort}` },
+                { name: 'TURN/STUN relay', protocol: 'tcp', address: `${config.host}:${turn.tcpPort}` },
+              ];
         if (turn.tlsPort) listeners.push({ name: 'TURN over TLS', protocol: 'tls', address: `${config.host}:${turn.tlsPort}` });
         return listeners;
       },

@@ -48,11 +48,29 @@ export function revocationId(username: string): string {
 export class RelayIndex {
   private secrets = new Map<string, string>();
   private revoked = new Set<string>();
+  /**
+   * Revocations and deletions made on this node, kept across refreshes: a refresh whose read
+   * started before the row was written must not bring the secret or username back to life.
+   * Usernames are kept until they expire; deleted key uids are never reused.
+   */
+  private localRevoked = new Map<string, number>();
+  private deletedKeys = new Set<string>();
 
   async refresh(db: Executor): Promise<void> {
     const [keys, revs] = await Promise.all([turnKeys.all(db, null), revocations.all(db, null)]);
-    this.secrets = new Map(keys.map((d) => [d.body.uid, d.body.key]));
-    this.revoked = new Set(revs.map((d) => d.body.username));
+    const nowSec = Date.now() / 1000;
+    for (const [username, expiry] of this.localRevoked) if (expiry < nowSec) this.localRevoked.delete(username);
+    this.secrets = new Map(keys.filter((d) => !this.deletedKeys.has(d.body.uid)).map((d) => [d.body.uid, d.body.key]));
+    this.revoked = new Set([...revs.map((d) => d.body.username), ...this.localRevoked.keys()]);
+  }
+
+  /** Deletes revocation rows of usernames past their expiry (they are refused anyway). */
+  async pruneExpired(db: Executor, nowSec: number): Promise<number> {
+    let n = 0;
+    for (const d of await revocations.all(db, null)) {
+      if (d.body.expires < nowSec && (await revocations.delete(db, d.scopeId, d.id))) n++;
+    }
+    return n;
   }
 
   secretOf(keyUid: string): string | undefined {
@@ -61,10 +79,12 @@ export class RelayIndex {
 
   revoke(username: string): void {
     this.revoked.add(username);
+    this.localRevoked.set(username, parseUsername(username)?.expiry ?? Infinity);
   }
 
   forgetKey(keyUid: string): void {
     this.secrets.delete(keyUid);
+    this.deletedKeys.add(keyUid);
   }
 
   /**

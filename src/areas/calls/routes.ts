@@ -135,7 +135,12 @@ export function mountRelayRoutes(ctx: AreaContext, state: RelayState): void {
     const now = clock.now();
     const id = revocationId(username);
     if (!(await revocations.get(db, key.uid, id))) {
-      await revocations.insert(db, key.uid, id, { username, key_uid: key.uid, expires: parsed.expiry }, now);
+      try {
+        await revocations.insert(db, key.uid, id, { username, key_uid: key.uid, expires: parsed.expiry }, now);
+      } catch (err) {
+        // A concurrent revoke of the same username stored it first: that is the same outcome.
+        if (!(await revocations.get(db, key.uid, id))) throw err;
+      }
     }
     state.index.revoke(username);
     state.drop(username);

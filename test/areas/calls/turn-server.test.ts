@@ -467,7 +467,8 @@ describe('TURN server against coturn turnutils_uclient', () => {
         '-n',
         '3',
         '-p',
-        String(server.udpPort),
+        // TCP may have landed on another port number than UDP.
+        String(extra.length ? server.tcpPort : server.udpPort),
         '-u',
         username,
         '-w',
