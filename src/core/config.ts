@@ -318,6 +318,8 @@ export function helpText(): string {
     '',
     'Usage:',
     '  outpost serve [options]   start every listener (prints a table of what listens where)',
+    '  outpost tunnel run --token <token>           run a tunnel connector (see outpost tunnel --help)',
+    '  outpost tunnel access --socks5 127.0.0.1:<port>  a local SOCKS5 proxy into private network routes',
     '  outpost --help            this text',
     '',
     'Options (flags > environment > config file > defaults):',
