@@ -7,8 +7,9 @@ import rulesets from './areas/rulesets/index.ts';
 import accessRules from './areas/access-rules/index.ts';
 import calls from './areas/calls/index.ts';
 import edge from './edge/index.ts';
+import spectrum from './areas/spectrum/index.ts';
 import tunnels from './areas/tunnels/index.ts';
 import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, tunnels, calls, interconnects, smartRouting];
+export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, spectrum, tunnels, calls, interconnects, smartRouting];
