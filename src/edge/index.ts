@@ -10,18 +10,22 @@
  */
 import { defineArea } from '../core/area.ts';
 import { ZONE_INDEX, type ZoneIndex } from '../areas/dns/index.ts';
-import { EdgeServer } from './server.ts';
+import type { Socket } from 'node:net';
+import { EdgeServer, type PinnedRoute } from './server.ts';
 import type { OriginHandler, Phase } from './types.ts';
 import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/security.ts';
 
-export { PHASE_ORDER } from './server.ts';
+export { PHASE_ORDER, type PinnedRoute } from './server.ts';
 export type { EdgeRequest, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
 export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
+export { OriginFetcher, type OriginFetcherOptions } from './origin-fetch.ts';
 
 /** What other areas get from `ctx.services.require<EdgeService>(EDGE)`. */
 export interface EdgeService {
   addPhase(phase: Phase): void;
   addOriginHandler(handler: OriginHandler): void;
+  /** Runs HTTP from a socket accepted elsewhere through the edge, to a fixed zone and origin. */
+  acceptSocket(socket: Socket, pin: PinnedRoute): void;
 }
 export const EDGE = 'edge';
 
@@ -37,6 +41,7 @@ export default defineArea({
     ctx.services.provide<EdgeService>(EDGE, {
       addPhase: (p) => edge.addPhase(p),
       addOriginHandler: (h) => edge.addOriginHandler(h),
+      acceptSocket: (socket, pin) => edge.acceptSocket(socket, pin),
     });
     return {
       async start() {

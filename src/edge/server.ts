@@ -16,7 +16,7 @@ import type { ZoneIndex } from '../areas/dns/index.ts';
 import { OriginProxy, type ProxyOutcome } from './proxy.ts';
 import { routeHost } from './routing.ts';
 import { sendErrorPage } from './error-pages.ts';
-import type { EdgeRequest, OriginHandler, Phase, RequestEvent } from './types.ts';
+import type { EdgeRequest, OriginHandler, OriginTarget, Phase, RequestEvent, Route } from './types.ts';
 
 /** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
 const RAY_PREFIX = randomBytes(4).toString('hex');
@@ -48,6 +48,13 @@ export const PHASE_ORDER: Record<string, number> = {
   http_request_cloud_connector: 170,
 };
 
+/** A route fixed for every request of one socket (see `acceptSocket`). */
+export interface PinnedRoute {
+  route: Route;
+  origin: OriginTarget;
+  scheme: 'http' | 'https';
+}
+
 export interface EdgeDeps {
   config: Config;
   clock: Clock;
@@ -61,6 +68,7 @@ export class EdgeServer {
   private readonly handlers: OriginHandler[] = [];
   private readonly proxy: OriginProxy;
   private server?: http.Server;
+  private readonly pinned = new WeakMap<Socket, PinnedRoute & { originHost: string }>();
   /** Upgraded (WebSocket) client sockets, which http.Server no longer tracks. */
   private readonly upgraded = new Set<Socket>();
 
@@ -81,6 +89,20 @@ export class EdgeServer {
 
   addOriginHandler(handler: OriginHandler): void {
     this.handlers.push(handler);
+  }
+
+  /**
+   * Serves HTTP arriving on a socket another listener accepted (proxied applications with
+   * `traffic_type` http/https): the requests run through every phase, with the zone and origin
+   * fixed by the caller instead of found from the Host header.
+   */
+  acceptSocket(socket: Socket, pin: PinnedRoute): void {
+    if (!this.server) {
+      socket.destroy();
+      return;
+    }
+    this.pinned.set(socket, { ...pin, originHost: pin.origin.host });
+    this.server.emit('connection', socket);
   }
 
   async listen(host: string, port: number): Promise<number> {
@@ -140,7 +162,8 @@ export class EdgeServer {
     let outcome: ProxyOutcome = { status: 0, bytesIn: 0, bytesOut: 0 };
     let er: EdgeRequest | undefined;
     try {
-      const routed = routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
+      const pinned = this.pinned.get(req.socket);
+      const routed = pinned ?? routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
       if ('error' in routed) {
         outcome.status = this.reject(res, upgrade, routed.error === 1016 ? 1016 : 1001, rayId, host);
         return;
@@ -152,9 +175,9 @@ export class EdgeServer {
         upgrade,
         host,
         clientIp: client.ip,
-        scheme: 'http',
+        scheme: pinned?.scheme ?? 'http',
         route: routed.route,
-        origin: { host: routed.originHost, port: 80, protocol: 'http:' },
+        origin: pinned ? { ...pinned.origin } : { host: routed.originHost, port: 80, protocol: 'http:' },
         visitor: { country: client.country, asn: client.asn, continent: 'XX', city: '' },
         fields: {},
         matchedRules: [],

@@ -33,6 +33,8 @@ export interface AppPlan {
   proxyProtocol: ProxyProtocol;
   tls: TlsMode;
   ipFirewall: boolean;
+  /** `http`/`https`: connections are handed to the edge's HTTP pipeline. */
+  trafficType: 'direct' | 'http' | 'https';
 }
 
 // --- small parsers -------------------------------------------------------------------------------
@@ -256,6 +258,7 @@ export function planOf(app: StoredApp, zoneId: string, bindAddresses: string[]):
     proxyProtocol: app.proxy_protocol,
     tls: app.tls,
     ipFirewall: app.ip_firewall,
+    trafficType: app.traffic_type,
   };
 }
 

@@ -5,6 +5,7 @@
  */
 import type dgram from 'node:dgram';
 import type net from 'node:net';
+import type { EdgeService } from '../../edge/index.ts';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/log.ts';
 import type { AccessRuleService } from '../access-rules/index.ts';
@@ -25,6 +26,8 @@ export interface ProxyDeps {
   accountOf(zoneId: string): string | undefined;
   /** CAs for `tls: strict` origins (undefined = the system roots). */
   originCa?: string[];
+  /** The edge, for `traffic_type` http/https applications (absent when the edge is not mounted). */
+  edge(): EdgeService | undefined;
 }
 
 /** One listening socket of an application. */

@@ -25,8 +25,9 @@
  * `{start, end}` for ranges); analytics `metrics`/`dimensions`/`sort` comma-separated or repeated;
  * metric `duration` (spec, seconds) beside `durationAvg…duration99th` (ms); `aggregate/current`
  * takes `appID`/`app_id`/`colo_name` and the spec's `metrics`/`dimensions`.
- * LIMITATIONS: `traffic_type` http/https is proxied as TCP (the edge HTTP pipeline does not take
- * sockets from other areas yet); `argo_smart_routing` and `virtual_network_id` are stored only;
+ * `traffic_type` http/https connections are handed to the edge's HTTP pipeline (every request
+ * phase runs) with the application's origin fixed; https is TLS-terminated here first.
+ * LIMITATIONS: `argo_smart_routing` and `virtual_network_id` are stored only;
  * edge certificates are self-signed per host name; two applications cannot share an edge address
  * and port (the platform gives each its own anycast addresses); access rules match the client IP
  * only (no country or ASN data at layer 4); duration percentiles come from at most 256 samples per
@@ -34,6 +35,7 @@
  */
 import { networkInterfaces } from 'node:os';
 import net from 'node:net';
+import { EDGE, type EdgeService } from '../../edge/index.ts';
 import { defineArea } from '../../core/area.ts';
 import { ConfigError, type Config } from '../../core/config.ts';
 import type { AccessRuleService } from '../access-rules/index.ts';
@@ -100,6 +102,7 @@ export default defineArea({
       accessRules: () => ctx.services.optional<AccessRuleService>('access-rules'),
       accountOf: (zoneId) => index?.zoneById(zoneId)?.accountId,
       originCa: ca,
+      edge: () => ctx.services.optional<EdgeService>(EDGE),
     });
     mountAppRoutes({ ctx, proxy, certs, bindAddresses });
     mountAnalyticsRoutes(ctx, analytics);

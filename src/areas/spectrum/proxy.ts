@@ -8,6 +8,7 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import tls from 'node:tls';
 import { ApiError, CODES, apiError } from '../../core/errors.ts';
 import { formatHostPort, type AppPlan } from './app-rules.ts';
 import type { AppRuntime, Binding, Flow, ProxyDeps } from './flow.ts';
@@ -176,6 +177,13 @@ export class SpectrumProxy {
     const binding: Binding = { key: s.key, transport: 'tcp', address: s.address, port: s.port, boundPort: port };
     const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true });
     server.on('connection', (socket) => {
+      if (rt.plan.trafficType !== 'direct' && this.deps.edge()) {
+        this.handToEdge(rt, binding, socket).catch((err) => {
+          this.deps.log.warn({ err, app: rt.plan.id }, 'HTTP application connection failed');
+          socket.destroy();
+        });
+        return;
+      }
       const flow = new TcpFlow(this.deps, rt, binding, socket);
       rt.flows.add(flow);
       flow.run().catch((err) => {
@@ -191,6 +199,28 @@ export class SpectrumProxy {
         binding.server = server;
         resolve(binding);
       });
+    });
+  }
+
+  /**
+   * `traffic_type` http/https: the edge serves the connection's requests (rules, events) and
+   * forwards them to this application's origin; https is terminated here with the app's certificate.
+   */
+  private async handToEdge(rt: AppRuntime, binding: Binding, socket: net.Socket): Promise<void> {
+    const plan = rt.plan;
+    const [origin] = await this.deps.resolver.candidates(plan, binding.port, rt.turn++);
+    if (!origin) throw new Error('no origin address for the application');
+    const accountId = this.deps.accountOf(plan.zoneId) ?? '';
+    let client: net.Socket = socket;
+    if (plan.trafficType === 'https') {
+      const context = this.deps.certs.get(plan.hostname) ?? (await this.deps.certs.ensure(plan.hostname));
+      client = new tls.TLSSocket(socket, { isServer: true, secureContext: context });
+    }
+    socket.resume();
+    this.deps.edge()!.acceptSocket(client, {
+      route: { zoneId: plan.zoneId, zoneName: '', accountId, recordName: plan.hostname, recordType: 'CNAME', content: plan.hostname },
+      origin: { host: origin.host, port: origin.port, protocol: plan.tls === 'full' || plan.tls === 'strict' ? 'https:' : 'http:' },
+      scheme: plan.trafficType === 'https' ? 'https' : 'http',
     });
   }
 
