@@ -7,9 +7,13 @@ import rulesets from './areas/rulesets/index.ts';
 import accessRules from './areas/access-rules/index.ts';
 import calls from './areas/calls/index.ts';
 import edge from './edge/index.ts';
+import runtime from './runtime/area.ts';
+import snippets from './areas/snippets/index.ts';
 import spectrum from './areas/spectrum/index.ts';
 import tunnels from './areas/tunnels/index.ts';
 import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
+import workers from './areas/workers/index.ts';
+import workflows from './areas/workflows/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, spectrum, tunnels, calls, interconnects, smartRouting];
+export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, workers, workflows];

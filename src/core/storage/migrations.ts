@@ -53,6 +53,84 @@ function migrations(_dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0003_workflows': {
+      // Workflow instances, step results, timers and events are hot and relational: each step of
+      // every running instance writes a row, and the scheduler scans due timers by time. They get
+      // their own tables; `iid` is an internal key, new for every (re)created instance id, so rows
+      // of a deleted instance can never mix with a later one of the same id.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('wf_instances')
+          .addColumn('iid', 'text', (c) => c.primaryKey())
+          .addColumn('account_id', 'text', (c) => c.notNull())
+          .addColumn('workflow', 'text', (c) => c.notNull())
+          .addColumn('id', 'text', (c) => c.notNull())
+          .addColumn('workflow_id', 'text', (c) => c.notNull())
+          .addColumn('version_id', 'text', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('generation', 'integer', (c) => c.notNull())
+          .addColumn('params', 'text', (c) => c.notNull())
+          .addColumn('output', 'text')
+          .addColumn('error', 'text')
+          .addColumn('trigger_source', 'text', (c) => c.notNull())
+          .addColumn('created_on', 'text', (c) => c.notNull())
+          .addColumn('modified_on', 'text', (c) => c.notNull())
+          .addColumn('started_on', 'text')
+          .addColumn('ended_on', 'text')
+          .addColumn('queued_at', 'bigint', (c) => c.notNull())
+          .addColumn('priority', 'integer', (c) => c.notNull())
+          .addColumn('paused_at', 'bigint')
+          .addColumn('success_retention', 'bigint')
+          .addColumn('error_retention', 'bigint')
+          .addColumn('expires_at', 'bigint')
+          .addColumn('schedule', 'text')
+          .execute();
+        await db.schema.createIndex('wf_instances_name').unique().on('wf_instances').columns(['account_id', 'workflow', 'id']).execute();
+        await db.schema.createIndex('wf_instances_list').on('wf_instances').columns(['account_id', 'workflow', 'created_on']).execute();
+        await db.schema.createIndex('wf_instances_queue').on('wf_instances').columns(['status', 'account_id', 'workflow', 'priority', 'queued_at']).execute();
+        await db.schema.createIndex('wf_instances_expiry').on('wf_instances').columns(['expires_at']).execute();
+        await db.schema
+          .createTable('wf_steps')
+          .addColumn('iid', 'text', (c) => c.notNull())
+          .addColumn('generation', 'integer', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('seq', 'bigint', (c) => c.notNull())
+          .addColumn('type', 'text', (c) => c.notNull())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('count', 'integer', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('output', 'text')
+          .addColumn('error', 'text')
+          .addColumn('config', 'text')
+          .addColumn('attempts', 'text')
+          .addColumn('event_type', 'text')
+          .addColumn('start_at', 'text', (c) => c.notNull())
+          .addColumn('end_at', 'text')
+          .addPrimaryKeyConstraint('wf_steps_pk', ['iid', 'generation', 'key'])
+          .execute();
+        await db.schema
+          .createTable('wf_timers')
+          .addColumn('iid', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('generation', 'integer', (c) => c.notNull())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('due_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('wf_timers_pk', ['iid', 'key'])
+          .execute();
+        await db.schema.createIndex('wf_timers_due').on('wf_timers').columns(['due_at']).execute();
+        await db.schema
+          .createTable('wf_events')
+          .addColumn('eid', 'text', (c) => c.primaryKey())
+          .addColumn('iid', 'text', (c) => c.notNull())
+          .addColumn('type', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('seq', 'bigint', (c) => c.notNull())
+          .addColumn('consumed', 'integer', (c) => c.notNull())
+          .addColumn('created_on', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('wf_events_pending').on('wf_events').columns(['iid', 'consumed', 'type', 'seq']).execute();
+      },
+    },
   };
 }
 

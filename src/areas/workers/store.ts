@@ -1,0 +1,59 @@
+/**
+ * Scripts as two document kinds per account: the record (metadata, bindings, schedules) and its
+ * modules (kept apart so lists never read module bodies). Module contents are stored base64.
+ */
+import { defineCollection } from '../../core/storage/collection.ts';
+import type { ScriptModule } from './host.ts';
+
+/** A binding as uploaded, in the platform's wire form. */
+export interface StoredBinding {
+  type: string;
+  name: string;
+  [key: string]: unknown;
+}
+
+export interface StoredSchedule {
+  cron: string;
+  created_on: string;
+  modified_on: string;
+}
+
+export interface StoredScript {
+  id: string;
+  etag: string;
+  main_module: string;
+  compatibility_date: string | null;
+  compatibility_flags: string[];
+  bindings: StoredBinding[];
+  handlers: string[];
+  tags: string[];
+  schedules: StoredSchedule[];
+  created_on: string;
+  modified_on: string;
+}
+
+export interface StoredModule {
+  name: string;
+  type: ScriptModule['type'];
+  /** base64 of the bytes */
+  content: string;
+}
+
+export interface StoredContent {
+  modules: StoredModule[];
+}
+
+export const scripts = defineCollection<StoredScript>({ kind: 'worker_script' });
+export const scriptContents = defineCollection<StoredContent>({ kind: 'worker_script_content' });
+
+export function toHostModules(content: StoredContent): ScriptModule[] {
+  return content.modules.map((m) => {
+    const bytes = Buffer.from(m.content, 'base64');
+    const text = m.type === 'esm' || m.type === 'commonjs' || m.type === 'text';
+    return {
+      name: m.name,
+      type: m.type,
+      content: text ? bytes.toString('utf8') : new Uint8Array(bytes),
+    };
+  });
+}

@@ -1,0 +1,1046 @@
+/**
+ * `ScriptHost` over Miniflare 4 / workerd: one runtime instance (one workerd process) per tenant,
+ * one worker per script, requests sent straight to each worker's own loopback socket, outbound
+ * `fetch()` and Node bindings served by Node handlers, and a CPU/memory watchdog that replaces a
+ * runaway instance. See `index.ts` for the contract.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Miniflare, type WorkerOptions } from 'miniflare';
+import type { Logger } from '../core/log.ts';
+import {
+  ScriptError,
+  ScriptLimitError,
+  type FetchContext,
+  type InvocationInfo,
+  type LoadOptions,
+  type NodeBinding,
+  type ScriptFailure,
+  type ScriptFailureKind,
+  type ScriptHost,
+} from './index.ts';
+import {
+  CONFIG_BINDING,
+  H,
+  PRELUDE_MODULE,
+  WRAPPER_MODULE,
+  preludeSource,
+  wrapperSource,
+} from './modules.ts';
+import { claimNewestRuntimeChild, cpuNs, releaseRuntimeChild, rssBytes } from './proc.ts';
+
+export interface HostOptions {
+  log: Logger;
+  /** Added to a script's `cpuMs` before the watchdog acts (measurement granularity), ms. */
+  cpuSlackMs?: number;
+  /** Watchdog sampling period while requests are in flight, ms. */
+  watchdogTickMs?: number;
+  /** Smallest resident-set growth treated as a memory overrun, MB. */
+  memoryFloorMb?: number;
+  /** Wall-clock budget per request unless the script's limits say otherwise, ms. */
+  wallTimeoutMs?: number;
+  /** Running instances kept; the least recently used idle one is stopped beyond it (restarted on demand). */
+  maxInstances?: number;
+  /** CPU budget for scripts that set none, ms. */
+  defaultCpuMs?: number;
+  defaultCompatibilityDate?: string;
+}
+
+/** Header on every failure response the host builds: the failure's kind. */
+export const FAILURE_HEADER = 'x-outpost-script-failure';
+
+const DEFAULT_CODES: Record<ScriptFailureKind, [status: number, code: number]> = {
+  exception: [500, 1101],
+  limit: [500, 1101],
+  subrequests: [500, 1101],
+  cpu: [503, 1102],
+  memory: [503, 1102],
+  timeout: [504, 1102],
+  unavailable: [503, 1105],
+};
+
+/** The default answer for a failure: `error code: NNNN` as plain text. */
+export function defaultFailureResponse(f: ScriptFailure): Response {
+  const [status, code] = DEFAULT_CODES[f.kind];
+  return new Response(`error code: ${f.code ?? code}\n`, {
+    status,
+    headers: { 'content-type': 'text/plain; charset=utf-8', [FAILURE_HEADER]: f.kind },
+  });
+}
+
+const MODULE_ROOT = '/outpost-script';
+/** A watchdog interval in which the runtime used less than this share of one core is idle. */
+const IDLE_SHARE = 0.2;
+/** Bodies up to this size are read whole instead of streamed. */
+const BUFFER_LIMIT = 256 * 1024;
+
+const MODULE_TYPES = {
+  esm: 'ESModule',
+  commonjs: 'CommonJS',
+  text: 'Text',
+  data: 'Data',
+  wasm: 'CompiledWasm',
+} as const;
+
+interface Invocation {
+  id: string;
+  tenant: string;
+  scriptId: string;
+  context: unknown;
+  opts: LoadOptions;
+  instance: Instance;
+  subrequests: number;
+  cpuMs: number;
+  failure?: ScriptFailure;
+  failed: Promise<ScriptFailure>;
+  fail(f: Omit<ScriptFailure, 'tenant' | 'scriptId'>): void;
+  done: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+class Instance {
+  mf?: Miniflare;
+  pid?: number;
+  readonly urls = new Map<string, URL>();
+  readonly inflight = new Set<Invocation>();
+  /** The Node servers its scripts' outbound calls and bindings reach. */
+  readonly servers: http.Server[] = [];
+  /** Watchdog state: CPU at the last sample, continuous busy time without progress. */
+  lastCpu?: number;
+  lastSampleAt = 0;
+  busyNs = 0;
+  progress = false;
+  baselineRss?: number;
+  dead = false;
+  retired = false;
+  lastUsed = Date.now();
+
+  constructor(
+    readonly tenant: string,
+    readonly scripts: Map<string, LoadOptions>,
+    readonly workerNames: Map<string, string>,
+  ) {}
+}
+
+interface PendingLoad {
+  scriptId: string;
+  opts: LoadOptions | null;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+interface Tenant {
+  name: string;
+  scripts: Map<string, LoadOptions>;
+  instance?: Instance;
+  starting?: Promise<Instance>;
+  pending: PendingLoad[];
+  chain: Promise<void>;
+  scheduled: boolean;
+}
+
+export function createScriptHost(opts: HostOptions): ScriptHost {
+  return new MiniflareScriptHost(opts);
+}
+
+class MiniflareScriptHost implements ScriptHost {
+  private readonly tenants = new Map<string, Tenant>();
+  private readonly invocations = new Map<string, Invocation>();
+  private readonly log: Logger;
+  private readonly cpuSlackNs: number;
+  private readonly tickMs: number;
+  private readonly memoryFloor: number;
+  private readonly wallMs: number;
+  private readonly maxInstances: number;
+  private readonly defaultCpuMs: number;
+  private readonly compatibilityDate: string;
+  private watchdog?: NodeJS.Timeout;
+  private closed = false;
+  private readonly agent = new http.Agent({
+    keepAlive: true,
+    maxSockets: 256,
+    maxFreeSockets: 64,
+    scheduling: 'lifo',
+  });
+
+  constructor(o: HostOptions) {
+    this.log = o.log;
+    this.cpuSlackNs = (o.cpuSlackMs ?? 250) * 1e6;
+    this.tickMs = o.watchdogTickMs ?? 5;
+    this.memoryFloor = (o.memoryFloorMb ?? 512) * 1024 * 1024;
+    this.wallMs = o.wallTimeoutMs ?? 30_000;
+    this.maxInstances = o.maxInstances ?? 64;
+    this.defaultCpuMs = o.defaultCpuMs ?? 50;
+    this.compatibilityDate = o.defaultCompatibilityDate ?? '2025-01-01';
+  }
+
+  // ---------------------------------------------------------------- load / unload
+
+  has(tenant: string, scriptId: string): boolean {
+    return this.tenants.get(tenant)?.scripts.has(scriptId) ?? false;
+  }
+
+  load(tenant: string, scriptId: string, opts: LoadOptions): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the script host is closed'));
+    checkOptions(opts);
+    return this.enqueue(tenant, scriptId, opts);
+  }
+
+  unload(tenant: string, scriptId: string): Promise<void> {
+    if (!this.has(tenant, scriptId)) return Promise.resolve();
+    return this.enqueue(tenant, scriptId, null);
+  }
+
+  private tenant(name: string): Tenant {
+    let t = this.tenants.get(name);
+    if (!t) {
+      t = { name, scripts: new Map(), pending: [], chain: Promise.resolve(), scheduled: false };
+      this.tenants.set(name, t);
+    }
+    return t;
+  }
+
+  /** Queues a change; changes queued in the same tick are applied with one instance start. */
+  private enqueue(tenantName: string, scriptId: string, opts: LoadOptions | null): Promise<void> {
+    const t = this.tenant(tenantName);
+    return new Promise<void>((resolve, reject) => {
+      t.pending.push({ scriptId, opts, resolve, reject });
+      if (t.scheduled) return;
+      t.scheduled = true;
+      t.chain = t.chain.then(() => {
+        t.scheduled = false;
+        return this.applyPending(t);
+      });
+    });
+  }
+
+  private async applyPending(t: Tenant): Promise<void> {
+    let batch = t.pending.splice(0);
+    while (batch.length > 0) {
+      const desired = new Map(t.scripts);
+      for (const p of batch) {
+        if (p.opts) desired.set(p.scriptId, p.opts);
+        else desired.delete(p.scriptId);
+      }
+      try {
+        await this.replaceInstance(t, desired);
+        for (const p of batch) p.resolve();
+        batch = [];
+      } catch (err) {
+        // A start that failed because of one script rejects that script's change; the rest retry.
+        const culprit = err instanceof ScriptError ? err.scriptId : undefined;
+        const bad = culprit === undefined ? [] : batch.filter((p) => p.scriptId === culprit);
+        const rejected = bad.length === 0 ? batch : bad;
+        for (const p of rejected) p.reject(err);
+        batch = bad.length === 0 ? [] : batch.filter((p) => p.scriptId !== culprit);
+      }
+    }
+    if (t.scripts.size === 0 && t.pending.length === 0 && !t.instance) this.tenants.delete(t.name);
+  }
+
+  /** Starts an instance with `desired`, swaps it in, retires the old one. */
+  private async replaceInstance(t: Tenant, desired: Map<string, LoadOptions>): Promise<void> {
+    if (desired.size === 0) {
+      t.scripts = desired;
+      const old = t.instance;
+      t.instance = undefined;
+      if (old) this.retire(old);
+      return;
+    }
+    const inst = await this.startInstance(t.name, desired);
+    if (this.closed) {
+      await this.dispose(inst);
+      throw new Error('the script host is closed');
+    }
+    t.scripts = desired;
+    const old = t.instance;
+    t.instance = inst;
+    if (old) this.retire(old);
+    this.enforceInstanceCap(inst);
+  }
+
+  private async startInstance(
+    tenant: string,
+    scripts: Map<string, LoadOptions>,
+  ): Promise<Instance> {
+    const names = new Map<string, string>();
+    let i = 0;
+    for (const id of scripts.keys()) names.set(id, `s${i++}`);
+    const inst = new Instance(tenant, scripts, names);
+    const workers: WorkerOptions[] = [];
+    try {
+      for (const [scriptId, opts] of scripts) {
+        const address = await this.listenFor(inst, scriptId, opts);
+        workers.push(this.workerOptions(names.get(scriptId)!, opts, address));
+      }
+    } catch (err) {
+      closeServers(inst);
+      throw err;
+    }
+    const started = performance.now();
+    let startupErr = '';
+    const mf = new Miniflare({
+      host: '127.0.0.1',
+      port: 0,
+      workers,
+      handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+        inst.pid = claimNewestRuntimeChild();
+        const sink = (stream: Readable, level: 'info' | 'warn') => {
+          let buf = '';
+          stream.on('data', (chunk: Buffer) => {
+            const text = chunk.toString();
+            if (!inst.mf) startupErr += text;
+            buf += text;
+            let nl: number;
+            while ((nl = buf.indexOf('\n')) >= 0) {
+              const line = buf.slice(0, nl);
+              buf = buf.slice(nl + 1);
+              if (line.trim())
+                this.log[level]({ tenant, pid: inst.pid, output: line }, 'script output');
+            }
+          });
+          stream.on('error', () => {});
+        };
+        sink(stdout, 'info');
+        sink(stderr, 'warn');
+      },
+    });
+    try {
+      await mf.ready;
+      for (const [scriptId, name] of names)
+        inst.urls.set(scriptId, await mf.unsafeGetDirectURL(name));
+    } catch (err) {
+      releaseRuntimeChild(inst.pid);
+      closeServers(inst);
+      await mf.dispose().catch(() => {});
+      // The runtime's own message arrives on stderr; give the pipe a moment to drain.
+      await new Promise((r) => setTimeout(r, 5));
+      throw startupError(startupErr, names, err as Error);
+    }
+    inst.mf = mf;
+    inst.baselineRss = inst.pid ? rssBytes(inst.pid) : undefined;
+    this.log.debug(
+      {
+        tenant,
+        scripts: scripts.size,
+        pid: inst.pid,
+        ms: +(performance.now() - started).toFixed(1),
+      },
+      'runtime instance started',
+    );
+    return inst;
+  }
+
+  /**
+   * The Node side of one script: a loopback HTTP server its runtime reaches for every `fetch()`
+   * and every call to a Node binding (workerd keeps connections to it alive). One per script, so
+   * a request's origin is known from where it arrives, not from anything the script could forge.
+   */
+  private async listenFor(inst: Instance, scriptId: string, opts: LoadOptions): Promise<string> {
+    const handlers = new Map<string, NodeBinding['fetch']>();
+    for (const [name, b] of Object.entries(opts.bindings ?? {}))
+      if (b.type === 'service') handlers.set(name, b.fetch);
+    const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+      const binding = req.headers[H.binding];
+      const handler = typeof binding === 'string' ? handlers.get(binding) : undefined;
+      const served = handler
+        ? this.serveBinding(inst, scriptId, handler, req, res)
+        : this.serveOutbound(inst, scriptId, opts, req, res);
+      served.catch((err: unknown) => {
+        this.log.error({ err, tenant: inst.tenant, scriptId }, 'outbound handling failed');
+        refuse(res, 'internal error');
+      });
+    });
+    inst.servers.push(server);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  private workerOptions(name: string, opts: LoadOptions, nodeAddress: string): WorkerOptions {
+    const main = opts.modules.find((m) => m.name === opts.mainModule)!;
+    const modules = [
+      {
+        type: 'ESModule' as const,
+        path: `${MODULE_ROOT}/${WRAPPER_MODULE}`,
+        contents: wrapperSource(opts.mainModule, main.type === 'esm'),
+      },
+      {
+        type: 'ESModule' as const,
+        path: `${MODULE_ROOT}/${PRELUDE_MODULE}`,
+        contents: preludeSource(),
+      },
+      ...opts.modules.map((m) => ({
+        type: MODULE_TYPES[m.type],
+        path: `${MODULE_ROOT}/${m.name}`,
+        contents: m.content,
+      })),
+    ];
+    const flags = [...(opts.compatibilityFlags ?? [])];
+    if (!flags.some((f) => f === 'nodejs_compat' || f === 'nodejs_als')) flags.push('nodejs_als');
+    const node = { external: { address: nodeAddress, http: {} } };
+    const bindings: Record<string, unknown> = {};
+    const serviceBindings: Record<string, typeof node> = {};
+    const nodeBindings: string[] = [];
+    for (const [bname, b] of Object.entries(opts.bindings ?? {})) {
+      if (b.type === 'service') {
+        nodeBindings.push(bname);
+        serviceBindings[bname] = node;
+      } else bindings[bname] = b.value;
+    }
+    bindings[CONFIG_BINDING] = { nodeBindings };
+    return {
+      name,
+      modulesRoot: MODULE_ROOT,
+      modules,
+      compatibilityDate: opts.compatibilityDate ?? this.compatibilityDate,
+      compatibilityFlags: flags,
+      bindings: bindings as WorkerOptions['bindings'],
+      serviceBindings,
+      outboundService: node,
+      unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
+    } as WorkerOptions;
+  }
+
+  /** Stops `inst` once its in-flight requests are done. */
+  private retire(inst: Instance): void {
+    inst.retired = true;
+    if (inst.inflight.size === 0) void this.dispose(inst);
+  }
+
+  private async dispose(inst: Instance): Promise<void> {
+    if (inst.dead) return;
+    inst.dead = true;
+    releaseRuntimeChild(inst.pid);
+    closeServers(inst);
+    await inst.mf
+      ?.dispose()
+      .catch((err: unknown) =>
+        this.log.warn({ err, tenant: inst.tenant }, 'runtime instance dispose failed'),
+      );
+  }
+
+  private enforceInstanceCap(keep: Instance): void {
+    const running = [...this.tenants.values()]
+      .map((t) => t.instance)
+      .filter((x): x is Instance => !!x && !x.dead);
+    if (running.length <= this.maxInstances) return;
+    const idle = running
+      .filter((x) => x !== keep && x.inflight.size === 0)
+      .sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const inst of idle.slice(0, running.length - this.maxInstances)) {
+      const t = this.tenants.get(inst.tenant);
+      if (t?.instance === inst) t.instance = undefined;
+      void this.dispose(inst);
+    }
+  }
+
+  /** The tenant's running instance, starting one (after an overrun or eviction) if needed. */
+  private async running(t: Tenant): Promise<Instance> {
+    if (t.instance && !t.instance.dead) return t.instance;
+    if (!t.starting) {
+      const scripts = t.scripts;
+      t.starting = this.startInstance(t.name, scripts)
+        .then((inst) => {
+          if (this.closed || t.scripts !== scripts) {
+            // Replaced or closed meanwhile: this start is stale.
+            void this.dispose(inst);
+            if (this.closed) throw new Error('the script host is closed');
+            return this.running(t);
+          }
+          t.instance = inst;
+          this.enforceInstanceCap(inst);
+          return inst;
+        })
+        .finally(() => (t.starting = undefined));
+    }
+    return t.starting;
+  }
+
+  // ---------------------------------------------------------------- fetch
+
+  async fetch(
+    tenant: string,
+    scriptId: string,
+    req: Request,
+    ctx: FetchContext = {},
+  ): Promise<Response> {
+    const t = this.tenants.get(tenant);
+    const opts = t?.scripts.get(scriptId);
+    if (!t || !opts) throw new Error(`script ${scriptId} is not loaded for ${tenant}`);
+    const errorResponse = opts.errorResponse ?? defaultFailureResponse;
+    let inst: Instance;
+    try {
+      inst = await this.running(t);
+    } catch (err) {
+      this.log.error({ err, tenant, scriptId }, 'runtime instance did not start');
+      return errorResponse({
+        kind: 'unavailable',
+        message: (err as Error).message,
+        tenant,
+        scriptId,
+      });
+    }
+    const url = inst.urls.get(scriptId);
+    const scriptOpts = inst.scripts.get(scriptId);
+    if (!url || !scriptOpts)
+      return errorResponse({
+        kind: 'unavailable',
+        message: 'script is being replaced',
+        tenant,
+        scriptId,
+      });
+    const inv = this.begin(inst, tenant, scriptId, scriptOpts, ctx.context);
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of req.headers) {
+      if (
+        name === 'set-cookie' ||
+        name === H.cfBlob.toLowerCase() ||
+        name === 'connection' ||
+        name === 'keep-alive' ||
+        name === 'transfer-encoding'
+      )
+        continue;
+      headers[name] = value;
+    }
+    headers[H.invocation] = inv.id;
+    headers[H.url] = req.url;
+    headers.host = new URL(req.url).host;
+    if (ctx.cf) headers[H.cfBlob] = JSON.stringify(ctx.cf);
+    const pending: { request?: http.ClientRequest } = {};
+    let res: Response | ScriptFailure;
+    try {
+      res = await Promise.race([
+        this.send(url, req, headers, pending, () => this.end(inv)),
+        inv.failed,
+      ]);
+    } catch (err) {
+      // The connection broke: the instance was killed (its failure says why) or crashed.
+      res =
+        inv.failure ??
+        this.failInvocation(inv, {
+          kind: 'unavailable',
+          message: `runtime unavailable: ${(err as Error).message}`,
+        });
+    }
+    if (!(res instanceof Response)) {
+      pending.request?.destroy();
+      this.end(inv);
+      return errorResponse(res);
+    }
+    inst.progress = true;
+    if (res.headers.has(H.scriptError)) {
+      const body = (await res.json().catch(() => ({}))) as {
+        name?: string;
+        message?: string;
+        location?: string;
+        stack?: string;
+      };
+      const message = `${body.name ?? 'Error'}: ${body.message ?? 'unknown error'}`;
+      this.log.warn(
+        { tenant, scriptId, location: body.location, stack: body.stack },
+        `script exception: ${message}`,
+      );
+      const f =
+        inv.failure ??
+        this.failInvocation(inv, { kind: 'exception', message, location: body.location });
+      this.end(inv);
+      return errorResponse(f);
+    }
+    if (inv.failure) {
+      void res.body?.cancel().catch(() => {});
+      this.end(inv);
+      return errorResponse(inv.failure);
+    }
+    res.headers.delete(H.scriptError);
+    return res;
+  }
+
+  /** One request to a worker's socket; the response body is passed on as sent (no decoding). */
+  /**
+   * One request to a worker's socket; the response body is passed on as sent (no decoding).
+   * Bodies of known small length are read in full first (cheaper than a stream per request);
+   * `done` runs once the body has been read or abandoned.
+   */
+  private send(
+    url: URL,
+    req: Request,
+    headers: Record<string, string | string[]>,
+    pending: { request?: http.ClientRequest },
+    done: () => void,
+  ): Promise<Response> {
+    return new Promise<Response>((resolve, reject) => {
+      const hasBody = req.body !== null && req.method !== 'GET' && req.method !== 'HEAD';
+      if (!hasBody) headers['content-length'] ??= '0';
+      const out = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: req.method,
+          path: '/',
+          headers,
+          agent: this.agent,
+        },
+        (res) => {
+          const status = res.statusCode ?? 502;
+          if (status < 200 || status > 599) {
+            res.resume();
+            reject(
+              new Error(
+                `the script answered with status ${status}, which this host does not pass on`,
+              ),
+            );
+            return;
+          }
+          const nullBody =
+            status === 204 || status === 205 || status === 304 || req.method === 'HEAD';
+          void responseOf(res, nullBody, done).then(resolve, reject);
+        },
+      );
+      pending.request = out;
+      out.on('error', reject);
+      if (hasBody) {
+        const body = Readable.fromWeb(
+          req.body as import('node:stream/web').ReadableStream<Uint8Array>,
+        );
+        body.on('error', (err) => out.destroy(err));
+        body.pipe(out);
+      } else out.end();
+    });
+  }
+
+  private begin(
+    inst: Instance,
+    tenant: string,
+    scriptId: string,
+    opts: LoadOptions,
+    context: unknown,
+  ): Invocation {
+    let settle!: (f: ScriptFailure) => void;
+    const inv: Invocation = {
+      id: randomUUID(),
+      tenant,
+      scriptId,
+      context,
+      opts,
+      instance: inst,
+      subrequests: 0,
+      cpuMs: opts.limits?.cpuMs ?? this.defaultCpuMs,
+      failed: new Promise<ScriptFailure>((r) => (settle = r)),
+      fail: (f) => {
+        if (inv.failure) return;
+        inv.failure = { ...f, tenant, scriptId };
+        settle(inv.failure);
+      },
+      done: false,
+    };
+    const wall = opts.limits?.wallMs ?? this.wallMs;
+    inv.timer = setTimeout(
+      () => inv.fail({ kind: 'timeout', message: `no response within ${wall} ms` }),
+      wall,
+    );
+    inv.timer.unref();
+    this.invocations.set(inv.id, inv);
+    inst.inflight.add(inv);
+    inst.lastUsed = Date.now();
+    this.startWatchdog();
+    return inv;
+  }
+
+  private failInvocation(
+    inv: Invocation,
+    f: Omit<ScriptFailure, 'tenant' | 'scriptId'>,
+  ): ScriptFailure {
+    inv.fail(f);
+    return inv.failure!;
+  }
+
+  private end(inv: Invocation): void {
+    if (inv.done) return;
+    inv.done = true;
+    clearTimeout(inv.timer);
+    this.invocations.delete(inv.id);
+    const inst = inv.instance;
+    inst.inflight.delete(inv);
+    if (inst.retired && inst.inflight.size === 0) void this.dispose(inst);
+  }
+
+  // ---------------------------------------------------------------- outbound and bindings
+
+  private invocationFor(
+    inst: Instance,
+    scriptId: string,
+    req: IncomingMessage,
+  ): Invocation | undefined {
+    const id = req.headers[H.invocation];
+    const inv = typeof id === 'string' ? this.invocations.get(id) : undefined;
+    if (!inv || inv.done || inv.failure || inv.tenant !== inst.tenant || inv.scriptId !== scriptId)
+      return undefined;
+    return inv;
+  }
+
+  private async serveOutbound(
+    inst: Instance,
+    scriptId: string,
+    opts: LoadOptions,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    inst.progress = true;
+    const inv = this.invocationFor(inst, scriptId, req);
+    if (!inv)
+      return refuse(res, 'fetch() is only available while the script is handling a request');
+    inv.subrequests++;
+    const limit = opts.limits?.subrequests;
+    if (limit !== undefined && inv.subrequests > limit) {
+      const message = `Too many subrequests: the limit is ${limit} per request`;
+      inv.fail({ kind: 'subrequests', message });
+      return refuse(res, message);
+    }
+    const request = toRequest(req);
+    const info: InvocationInfo = {
+      tenant: inv.tenant,
+      scriptId,
+      context: inv.context,
+      subrequests: inv.subrequests,
+    };
+    try {
+      const response = opts.outbound
+        ? await opts.outbound(request, info)
+        : await networkFetch(request);
+      inst.progress = true;
+      await writeResponse(response, res);
+    } catch (err) {
+      if (err instanceof ScriptLimitError)
+        inv.fail({ kind: err.kind, code: err.code, message: err.message });
+      refuse(res, (err as Error).message || 'subrequest failed');
+    }
+  }
+
+  private async serveBinding(
+    inst: Instance,
+    scriptId: string,
+    handler: (req: Request, info: InvocationInfo) => Promise<Response>,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    inst.progress = true;
+    const id = req.headers[H.invocation];
+    const inv = this.invocationFor(inst, scriptId, req);
+    const info: InvocationInfo = { tenant: inst.tenant, scriptId, context: inv?.context };
+    if (typeof id === 'string' && !inv)
+      return refuse(res, 'the request this binding call belongs to has ended');
+    try {
+      const response = await handler(toRequest(req), info);
+      inst.progress = true;
+      await writeResponse(response, res);
+    } catch (err) {
+      if (err instanceof ScriptLimitError && inv)
+        inv.fail({ kind: err.kind, code: err.code, message: err.message });
+      refuse(res, (err as Error).message || 'binding call failed');
+    }
+  }
+
+  // ---------------------------------------------------------------- watchdog
+
+  private startWatchdog(): void {
+    if (this.watchdog) return;
+    this.watchdog = setInterval(() => this.sample(), this.tickMs);
+    this.watchdog.unref();
+  }
+
+  private sample(): void {
+    const busy = new Set<Instance>();
+    for (const inv of this.invocations.values())
+      if (!inv.instance.dead && inv.instance.pid) busy.add(inv.instance);
+    if (busy.size === 0) {
+      clearInterval(this.watchdog);
+      this.watchdog = undefined;
+      for (const t of this.tenants.values()) if (t.instance) t.instance.lastCpu = undefined;
+      return;
+    }
+    const readings: [Instance, number][] = [];
+    for (const inst of busy) {
+      const cpu = cpuNs(inst.pid!);
+      if (cpu !== undefined) readings.push([inst, cpu]);
+    }
+    const at = performance.now();
+    // Judge after this turn's I/O callbacks have run: a response or subrequest that arrived while
+    // this process was busy is progress, not a stall.
+    setImmediate(() => this.judge(readings, at));
+  }
+
+  private judge(readings: [Instance, number][], at: number): void {
+    for (const [inst, cpu] of readings) {
+      if (inst.dead) continue;
+      const wallNs = (at - inst.lastSampleAt) * 1e6;
+      const used = inst.lastCpu === undefined ? 0 : cpu - inst.lastCpu;
+      // Progress, or a mostly idle interval (the runtime was waiting, not spinning), ends a streak.
+      if (inst.lastCpu === undefined || inst.progress || used < wallNs * IDLE_SHARE)
+        inst.busyNs = 0;
+      else inst.busyNs += used;
+      inst.lastSampleAt = at;
+      inst.lastCpu = cpu;
+      inst.progress = false;
+      let cpuMs = 0;
+      let memMb = 0;
+      for (const inv of inst.inflight) {
+        cpuMs = Math.max(cpuMs, inv.cpuMs);
+        memMb = Math.max(memMb, inv.opts.limits?.memoryMb ?? 0);
+      }
+      if (inst.inflight.size === 0) continue;
+      if (inst.busyNs > cpuMs * 1e6 + this.cpuSlackNs) {
+        this.kill(inst, 'cpu', `Exceeded the CPU time limit (${cpuMs} ms)`);
+        continue;
+      }
+      if (inst.baselineRss !== undefined) {
+        const rss = rssBytes(inst.pid!);
+        const limit = Math.max(memMb * 1024 * 1024, this.memoryFloor);
+        if (rss !== undefined && rss - inst.baselineRss > limit)
+          this.kill(
+            inst,
+            'memory',
+            `Exceeded the memory limit (${Math.round(limit / 1048576)} MB)`,
+          );
+      }
+    }
+  }
+
+  /** Disposes a runaway instance; its in-flight requests answer `kind`; the next request gets a fresh one. */
+  private kill(inst: Instance, kind: 'cpu' | 'memory', message: string): void {
+    const t = this.tenants.get(inst.tenant);
+    this.log.warn(
+      { tenant: inst.tenant, pid: inst.pid, kind, inflight: inst.inflight.size },
+      `runtime instance stopped: ${message}`,
+    );
+    for (const inv of inst.inflight) inv.fail({ kind, message });
+    void this.dispose(inst);
+    if (t?.instance === inst) {
+      t.instance = undefined;
+      if (!this.closed && t.scripts.size > 0)
+        this.running(t).catch((err: unknown) =>
+          this.log.error({ err, tenant: t.name }, 'runtime instance restart failed'),
+        );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.watchdog);
+    this.watchdog = undefined;
+    const all: Instance[] = [];
+    for (const t of this.tenants.values()) {
+      await t.chain.catch(() => {});
+      await t.starting?.catch(() => {});
+      if (t.instance) all.push(t.instance);
+    }
+    for (const inv of this.invocations.values()) {
+      inv.fail({ kind: 'unavailable', message: 'the script host is shutting down' });
+      all.push(inv.instance);
+    }
+    await Promise.all([...new Set(all)].map((i) => this.dispose(i)));
+    this.agent.destroy();
+    this.tenants.clear();
+    this.invocations.clear();
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+function closeServers(inst: Instance): void {
+  for (const server of inst.servers) {
+    server.close();
+    server.closeAllConnections();
+  }
+}
+
+function checkOptions(opts: LoadOptions): void {
+  const names = new Set<string>();
+  for (const m of opts.modules) {
+    if (
+      !m.name ||
+      m.name.startsWith('/') ||
+      m.name.includes('..') ||
+      m.name.startsWith('__outpost')
+    ) {
+      throw new ScriptError(`invalid module name ${JSON.stringify(m.name)}`);
+    }
+    if (names.has(m.name)) throw new ScriptError(`module ${m.name} is listed twice`);
+    if (!(m.type in MODULE_TYPES))
+      throw new ScriptError(`module ${m.name}: unknown type ${String(m.type)}`);
+    names.add(m.name);
+  }
+  const main = opts.modules.find((m) => m.name === opts.mainModule);
+  if (!main) throw new ScriptError(`main module ${opts.mainModule} is not among the modules`);
+  if (main.type !== 'esm' && main.type !== 'commonjs')
+    throw new ScriptError(`main module ${opts.mainModule} must be JavaScript`);
+  for (const name of Object.keys(opts.bindings ?? {})) {
+    if (!/^[A-Za-z_$][\w$]*$/.test(name) || name === CONFIG_BINDING)
+      throw new ScriptError(`invalid binding name ${name}`);
+  }
+}
+
+/** Turns the runtime's startup output into a ScriptError naming the script and location. */
+function startupError(output: string, names: Map<string, string>, err: Error): ScriptError {
+  const byWorker = new Map([...names].map(([id, w]) => [w, id]));
+  const m = /service core:user:([^:\s]+): (?:Uncaught )?([^\n]+)(?:\n\s+at ([^\n]+))?/.exec(output);
+  if (m) {
+    const location = m[3]?.trim().replace(/^\(|\)$/g, '');
+    return new ScriptError(m[2].trim(), location, byWorker.get(m[1]));
+  }
+  const line = output.split('\n').find((l) => /error/i.test(l));
+  return new ScriptError(line?.trim() || err.message);
+}
+
+/** Builds a Request from the runtime's HTTP request to a Node handler. */
+function toRequest(req: IncomingMessage): Request {
+  const headers = new Headers();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i].toLowerCase();
+    if (
+      name === H.invocation ||
+      name === H.url ||
+      name === H.binding ||
+      name === 'host' ||
+      name === 'connection' ||
+      name === 'transfer-encoding' ||
+      name === 'keep-alive'
+    )
+      continue;
+    headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+  }
+  // The script's URL (with its scheme) rides in a header; when the runtime follows a redirect it
+  // keeps that header, so it only counts when host and path still agree.
+  const full = req.headers[H.url];
+  const hostPath = `${req.headers.host ?? 'localhost'}${req.url ?? '/'}`;
+  let url = `http://${hostPath}`;
+  if (typeof full === 'string') {
+    const parsed = URL.canParse(full) ? new URL(full) : undefined;
+    if (parsed && parsed.host + parsed.pathname + parsed.search === hostPath) url = full;
+    else if (parsed) url = `${parsed.protocol}//${hostPath}`;
+  }
+  const method = req.method ?? 'GET';
+  const hasBody = method !== 'GET' && method !== 'HEAD';
+  const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual' };
+  if (hasBody) {
+    init.body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
+    init.duplex = 'half';
+  }
+  return new Request(url, init);
+}
+
+/**
+ * The default outbound: the network, redirects left to the runtime (each hop is a subrequest),
+ * the body re-described after Node's fetch decoded it. Exported for outbound handlers.
+ */
+export async function networkFetch(req: Request): Promise<Response> {
+  const res = await fetch(req, { redirect: 'manual' });
+  // fetch() hands back a decoded body; the encoding headers no longer describe it.
+  if (!res.headers.has('content-encoding')) return res;
+  const headers = new Headers(res.headers);
+  headers.delete('content-encoding');
+  headers.delete('content-length');
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+}
+
+/** A Response from a Node HTTP response: small bodies of known length read whole, others streamed. */
+export function responseOf(
+  res: IncomingMessage,
+  nullBody: boolean,
+  done?: () => void,
+): Promise<Response> {
+  const headers = new Headers();
+  for (let i = 0; i < res.rawHeaders.length; i += 2)
+    headers.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
+  const init = { status: res.statusCode ?? 502, statusText: res.statusMessage, headers };
+  if (nullBody) {
+    res.resume();
+    done?.();
+    return Promise.resolve(new Response(null, init));
+  }
+  const length = Number(res.headers['content-length']);
+  if (Number.isFinite(length) && length <= BUFFER_LIMIT) {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        done?.();
+        resolve(
+          new Response(
+            (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)) as Uint8Array<ArrayBuffer>,
+            init,
+          ),
+        );
+      });
+      res.on('error', (err) => {
+        done?.();
+        reject(err);
+      });
+    });
+  }
+  if (done) res.once('close', done);
+  return Promise.resolve(new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, init));
+}
+
+/** Writes a Response to a Node HTTP response: small bodies of known length whole, others streamed. */
+export async function writeResponse(
+  response: Response,
+  res: ServerResponse,
+  extra?: Record<string, string>,
+): Promise<void> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of response.headers) {
+    if (
+      name === 'set-cookie' ||
+      name === 'connection' ||
+      name === 'keep-alive' ||
+      name === 'transfer-encoding'
+    )
+      continue;
+    headers[name] = value;
+  }
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers['set-cookie'] = cookies;
+  if (extra) Object.assign(headers, extra);
+  if (res.headersSent || res.destroyed) {
+    void response.body?.cancel().catch(() => {});
+    return;
+  }
+  const length = Number(response.headers.get('content-length') ?? NaN);
+  if (!response.body || (Number.isFinite(length) && length <= BUFFER_LIMIT)) {
+    const body = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;
+    res.writeHead(response.status, response.statusText || undefined, headers);
+    res.end(body);
+    return;
+  }
+  res.writeHead(response.status, response.statusText || undefined, headers);
+  const body = Readable.fromWeb(
+    response.body as import('node:stream/web').ReadableStream<Uint8Array>,
+  );
+  await new Promise<void>((resolve) => {
+    body.on('error', (err) => {
+      res.destroy(err);
+      resolve();
+    });
+    res.on('close', () => {
+      body.destroy();
+      resolve();
+    });
+    body.pipe(res);
+  });
+}
+
+/** Answers a refused outbound call; the prelude turns it into an exception in the script. */
+function refuse(res: ServerResponse, message: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(502, { [H.outboundError]: encodeURIComponent(message), 'content-length': '0' });
+  res.end();
+}
+

@@ -1,0 +1,178 @@
+/**
+ * @module runtime — the host for users' scripts (issue "Script runtime"), shared by snippets,
+ * hosted scripts and workflows. One `ScriptHost` per server, provided as service `'runtime'`
+ * (`ctx.services.require<ScriptHost>(RUNTIME)`) by the `runtime` area, which is mounted after the
+ * edge. Scripts run in workerd through Miniflare 4.
+ *
+ * ## Using it
+ * ```ts
+ * const host = ctx.services.require<ScriptHost>(RUNTIME);
+ * await host.load(tenant, 'my-script', {
+ *   modules: [{ name: 'main.js', type: 'esm', content: source }],
+ *   mainModule: 'main.js',
+ *   compatibilityDate: '2025-01-01',
+ *   bindings: {
+ *     STEPS: { type: 'service', fetch: async (req, info) => new Response('from Node') }, // env.STEPS.fetch(...)
+ *     SETTINGS: { type: 'json', value: { a: 1 } },
+ *   },
+ *   limits: { cpuMs: 50, subrequests: 50 },
+ *   outbound: async (req, info) => fetch(req),                 // every fetch() the script makes
+ * });
+ * const res = await host.fetch(tenant, 'my-script', new Request('https://example.com/'), { cf: { colo: 'LHR' } });
+ * ```
+ *
+ * ## Guarantees
+ * - **Tenants are isolated**: every tenant gets its own workerd process (one Miniflare instance);
+ *   every script is its own worker (own isolate and globals) inside it. Nothing is shared between
+ *   tenants, and a tenant's runaway script never stops another tenant's.
+ * - **load** replaces a script atomically: a new instance with the tenant's scripts is started,
+ *   and only when it is ready does it take new requests; the old one finishes its in-flight
+ *   requests and is then disposed. Loads issued together (same tick) share one start. A script
+ *   that does not start rejects with `ScriptError {message, location, scriptId}` (for example
+ *   `Unexpected token ')'` at `main.js:3:29`) and the previous version stays live.
+ * - **fetch** never hangs and never throws for script failures: an uncaught exception, CPU or
+ *   memory overrun, subrequest limit, or wall-clock timeout answers with the failure's `Response`
+ *   (`LoadOptions.errorResponse`, default: `error code: 1101/1102/…` text with status 500/503 and
+ *   header `x-outpost-script-failure: <kind>`). Exceptions are logged with message and location.
+ *   `fetch` throws only for caller errors (script not loaded).
+ * - **CPU**: workerd enforces no CPU limit, so a watchdog samples the CPU time of each busy
+ *   runtime process. When it has run without any sign of progress (a subrequest, a binding call,
+ *   response headers or body) for longer than the largest `cpuMs` among its in-flight requests
+ *   plus the configured slack (`--runtime-cpu-slack`, default 250 ms: workerd itself pauses that
+ *   long under load), the instance is killed, every request in flight on it answers with the
+ *   `cpu` failure, and a fresh instance is started for the next request.
+ * - **Memory**: the same watchdog disposes an instance whose resident set grows past its
+ *   baseline by more than `limits.memoryMb` (at least `--runtime-memory-floor`, default 512 MB),
+ *   answering `memory`.
+ * - **Outbound**: every `fetch()` a script makes reaches `LoadOptions.outbound` (default: a plain
+ *   `fetch` with redirects not followed by Node; the runtime follows them and each hop counts), with
+ *   the invocation's `context` (what the caller passed to `host.fetch`). Subrequests are counted per
+ *   invocation; `limits.subrequests` exceeded → the script's `fetch` throws and the invocation
+ *   answers the `subrequests` failure. An `outbound` or binding may throw `ScriptLimitError` to end
+ *   the invocation with its own failure (snippets: 1201, 1202).
+ * - **Node bindings** (`{type: 'service', fetch}`) are reached from the script as
+ *   `env[NAME].fetch(...)` and receive `info` with the invocation's context too (undefined for a
+ *   call made outside a request, e.g. at the top level).
+ * - Outbound calls and binding calls of a script arrive at a loopback server of that script only,
+ *   so which tenant and script made a call is never taken from the script's own headers.
+ *
+ * Helpers for outbound handlers: `networkFetch` (the default outbound), `responseOf` and
+ * `writeResponse` (Node HTTP ↔ Fetch API, small bodies read whole). See docs/runtime.md.
+ */
+export const RUNTIME = 'runtime';
+
+export interface ScriptModule {
+  /** Module name as imported by the others (`main.js`, `lib/util.js`); no leading `/`. */
+  name: string;
+  type: 'esm' | 'commonjs' | 'text' | 'data' | 'wasm';
+  content: string | Uint8Array;
+}
+
+/** What a Node binding or the outbound handler learns about the call. */
+export interface InvocationInfo {
+  tenant: string;
+  scriptId: string;
+  /** Whatever the caller passed as `ctx.context` to `host.fetch` (undefined outside one). */
+  context?: unknown;
+  /** Subrequests made so far by this invocation, this one included (outbound only). */
+  subrequests?: number;
+}
+
+/** A binding implemented in Node, reached from the script as `env[name].fetch(...)`. */
+export interface NodeBinding {
+  type: 'service';
+  fetch(req: Request, info: InvocationInfo): Promise<Response>;
+}
+
+export type Binding =
+  NodeBinding | { type: 'json'; value: unknown } | { type: 'text'; value: string };
+
+export interface ScriptLimits {
+  /** CPU time per request before the watchdog steps in (plus the host's slack). */
+  cpuMs?: number;
+  /** `fetch()` calls per request. */
+  subrequests?: number;
+  /** Resident-set growth of the instance that counts as a memory overrun (raised to the host floor). */
+  memoryMb?: number;
+  /** Wall-clock budget per request (default: the host's). */
+  wallMs?: number;
+}
+
+export type ScriptFailureKind =
+  'exception' | 'cpu' | 'memory' | 'subrequests' | 'timeout' | 'unavailable' | 'limit';
+
+export interface ScriptFailure {
+  kind: ScriptFailureKind;
+  /** Platform error code chosen by whoever raised it (snippets 1201–1204); undefined = default. */
+  code?: number;
+  message: string;
+  /** `module:line:column` of an exception, when known. */
+  location?: string;
+  tenant: string;
+  scriptId: string;
+}
+
+export interface LoadOptions {
+  modules: ScriptModule[];
+  mainModule: string;
+  /** Default: the host's default compatibility date. */
+  compatibilityDate?: string;
+  compatibilityFlags?: string[];
+  bindings?: Record<string, Binding>;
+  limits?: ScriptLimits;
+  /** Sees every `fetch()` the script makes; may throw `ScriptLimitError`. */
+  outbound?: (req: Request, info: InvocationInfo) => Promise<Response>;
+  /** Builds the caller's answer for a failure (default: `defaultFailureResponse`). */
+  errorResponse?: (failure: ScriptFailure) => Response;
+}
+
+export interface FetchContext {
+  /** `request.cf` (and `request.edge`) inside the script. */
+  cf?: Record<string, unknown>;
+  /** Passed to `outbound` and Node bindings as `info.context` for this invocation. */
+  context?: unknown;
+}
+
+export interface ScriptHost {
+  /** Loads or replaces a script; throws `ScriptError` if it does not start. */
+  load(tenant: string, scriptId: string, opts: LoadOptions): Promise<void>;
+  /** Runs the script's `fetch` handler; failures come back as the platform's error response. */
+  fetch(tenant: string, scriptId: string, req: Request, ctx?: FetchContext): Promise<Response>;
+  unload(tenant: string, scriptId: string): Promise<void>;
+  has(tenant: string, scriptId: string): boolean;
+  close(): Promise<void>;
+}
+
+/** A script that failed to start (syntax error, bad import, exception at the top level). */
+export class ScriptError extends Error {
+  constructor(
+    message: string,
+    readonly location?: string,
+    readonly scriptId?: string,
+  ) {
+    super(message);
+    this.name = 'ScriptError';
+  }
+}
+
+/** Thrown by an `outbound` handler or a Node binding to end the invocation with a failure. */
+export class ScriptLimitError extends Error {
+  constructor(
+    readonly kind: ScriptFailureKind,
+    message: string,
+    readonly code?: number,
+  ) {
+    super(message);
+    this.name = 'ScriptLimitError';
+  }
+}
+
+export {
+  createScriptHost,
+  defaultFailureResponse,
+  networkFetch,
+  responseOf,
+  writeResponse,
+  FAILURE_HEADER,
+  type HostOptions,
+} from './host.ts';

@@ -1,0 +1,93 @@
+/**
+ * What the host reads about runtime processes from `/proc` (Linux): which child process a runtime
+ * instance is, and how much CPU time and memory it uses. workerd has no CPU limit of its own, so
+ * these numbers are what the watchdog enforces limits with. Elsewhere (no `/proc`) every read
+ * returns undefined and only the wall-clock timeout applies.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+
+const TICK_NS = 10_000_000; // USER_HZ is 100 on Linux
+const PAGE_BYTES = 4096;
+
+/** Process ids claimed by some instance in this process, so a new spawn is told apart. */
+const claimed = new Set<number>();
+
+interface ProcStat {
+  ppid: number;
+  comm: string;
+  startTicks: number;
+  cpuNs: number;
+}
+
+function readStat(pid: number): ProcStat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  // comm may contain spaces and parentheses: the fields after it start at the last ')'.
+  const close = text.lastIndexOf(')');
+  const comm = text.slice(text.indexOf('(') + 1, close);
+  const f = text.slice(close + 2).split(' ');
+  // f[0] is field 3 (state): ppid = field 4, utime = 14, stime = 15, starttime = 22.
+  return {
+    ppid: Number(f[1]),
+    comm,
+    startTicks: Number(f[19]),
+    cpuNs: (Number(f[11]) + Number(f[12])) * TICK_NS,
+  };
+}
+
+/**
+ * The newest unclaimed `workerd` child of this process, claimed for the caller. Called right after
+ * a spawn, synchronously, so no other spawn can come in between.
+ */
+export function claimNewestRuntimeChild(): number | undefined {
+  let best: { pid: number; start: number } | undefined;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const name of entries) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid <= 0 || claimed.has(pid)) continue;
+    const st = readStat(pid);
+    if (!st || st.ppid !== process.pid || !st.comm.startsWith('workerd')) continue;
+    if (!best || st.startTicks > best.start || (st.startTicks === best.start && pid > best.pid))
+      best = { pid, start: st.startTicks };
+  }
+  if (best) claimed.add(best.pid);
+  return best?.pid;
+}
+
+export function releaseRuntimeChild(pid: number | undefined): void {
+  if (pid !== undefined) claimed.delete(pid);
+}
+
+/**
+ * CPU time of the process's main thread in ns (`schedstat`, ns resolution) — workerd runs its
+ * isolates on the main thread's event loop — falling back to the whole process's ticks.
+ */
+export function cpuNs(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/schedstat`, 'latin1');
+    const n = Number(text.slice(0, text.indexOf(' ')));
+    if (Number.isFinite(n)) return n;
+  } catch {
+    // no schedstat (kernel without CONFIG_SCHEDSTATS): fall through
+  }
+  return readStat(pid)?.cpuNs;
+}
+
+/** Resident set size in bytes. */
+export function rssBytes(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/statm`, 'latin1');
+    return Number(text.split(' ')[1]) * PAGE_BYTES;
+  } catch {
+    return undefined;
+  }
+}
