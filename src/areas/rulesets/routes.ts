@@ -88,7 +88,16 @@ function mountLevel(ctx: AreaContext, store: RulesetStore, lv: LevelRoutes): voi
 
   router.add(
     { method: 'GET', path: entry, operationId: `get${lv.name}EntrypointRuleset`, summary: 'Get the entry point ruleset of a phase (404 until the first PUT)', auth: read, tags },
-    async (req) => (await entrypointOf(req)).ruleset,
+    async (req) => {
+      // The snippets phase's rules live with the snippets area (spec: snippet rules are read here).
+      const zoneId = req.params.zone_id;
+      if (zoneId && req.params.ruleset_phase === 'http_request_snippets') {
+        const snippets = ctx.services.optional<{ entrypoint(zoneId: string): Promise<unknown> }>('snippets');
+        const view = await snippets?.entrypoint(zoneId);
+        if (view) return view;
+      }
+      return (await entrypointOf(req)).ruleset;
+    },
   );
 
   router.add(

@@ -519,6 +519,13 @@ describe('upload and rule checks', () => {
         last_updated: expect.any(String),
       },
     ]);
+    // The spec's read of the rules: the phase entry point ruleset.
+    const entry = await t.call('GET', `/zones/${zone.id}/rulesets/phases/http_request_snippets/entrypoint`);
+    expect(entry.status).toBe(200);
+    expect(entry.body.result).toMatchObject({ phase: 'http_request_snippets', kind: 'zone' });
+    expect(entry.body.result.rules).toEqual([
+      expect.objectContaining({ action: 'execute', action_parameters: { id: 'ab' }, expression: 'http.request.uri.path eq "/x"' }),
+    ]);
     const inUse = await t.call('DELETE', `/zones/${zone.id}/snippets/ab`);
     expect(inUse.status).toBe(409);
     expect(inUse.headers.get('x-should-retry')).toBe('false');
