@@ -281,6 +281,8 @@ class MiniflareScriptHost implements ScriptHost {
     }
     const started = performance.now();
     let startupErr = '';
+    // Miniflare installs SIGINT/SIGTERM handlers that exit at once; Outpost stops gracefully and
+    // closes its runtime instances itself, so those handlers are taken off again below.
     const mf = new Miniflare({
       host: '127.0.0.1',
       port: 0,
@@ -307,6 +309,7 @@ class MiniflareScriptHost implements ScriptHost {
         sink(stderr, 'warn');
       },
     });
+    releaseSignalHandlers();
     try {
       await mf.ready;
       for (const [scriptId, name] of names)
@@ -1044,3 +1047,14 @@ function refuse(res: ServerResponse, message: string): void {
   res.end();
 }
 
+/**
+ * Removes Miniflare's process-wide SIGINT/SIGTERM handlers (they call `process.exit` before the
+ * server's graceful stop could run). Its `exit` hook stays: it still kills workerd on exit.
+ */
+function releaseSignalHandlers(): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    for (const listener of process.listeners(signal)) {
+      if (listener.name === 'onSignalInt' || listener.name === 'onSignalTerm') process.removeListener(signal, listener);
+    }
+  }
+}
