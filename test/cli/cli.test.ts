@@ -99,7 +99,7 @@ function tempDir(): string {
 
 /** Starts `outpost serve`, waits for the listener table, returns the API base URL. */
 async function serve(args: string[], env: NodeJS.ProcessEnv): Promise<{ proc: Proc; api: string }> {
-  const proc = run(['serve', '--api-port', '0', '--edge-port', '0', ...args], env);
+  const proc = run(['serve', '--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', ...args], env);
   const api = await waitFor(
     'the listener table',
     () => {

@@ -14,7 +14,7 @@ const TOKEN = 'crash-test-root-token-0123456789abcdef';
 const ACCOUNT = 'c0ffee00c0ffee00c0ffee00c0ffee00';
 const dataDir = mkdtempSync(join(tmpdir(), 'outpost-crash-'));
 const pg = testDatabase();
-const args = ['--api-port', '0', '--turn-port', '0', '--data-dir', dataDir, ...(pg.url ? ['--database', pg.url, '--database-schema', pg.schema!] : [])];
+const args = ['--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dataDir, ...(pg.url ? ['--database', pg.url, '--database-schema', pg.schema!] : [])];
 const env = { OUTPOST_API_TOKEN: TOKEN, OUTPOST_ACCOUNT_ID: ACCOUNT };
 let proc: ServeProcess | undefined;
 
