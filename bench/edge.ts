@@ -25,6 +25,7 @@ import net from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { intOption, UsageError } from './lib/args.ts';
 
 export const description =
   'edge proxy req/s and p50/p99 for a ~100-byte origin response: Outpost (10 custom rules) vs nginx and caddy, via wrk';
@@ -64,7 +65,6 @@ interface Options {
   cpuProf: boolean;
 }
 
-class UsageError extends Error {}
 class Interrupted extends Error {
   constructor() {
     super('interrupted');
@@ -73,13 +73,6 @@ class Interrupted extends Error {
 
 function parseOptions(argv: string[]): Options | 'help' {
   const o: Options = { seconds: 5, rounds: 3, warmup: 1, connections: 32, cpuProf: false };
-  const positive = (name: string, v: string | undefined, min: number, max: number): number => {
-    const n = Number(v);
-    if (v === undefined || !Number.isInteger(n) || n < min || n > max) {
-      throw new UsageError(`${name} needs an integer from ${min} to ${max}`);
-    }
-    return n;
-  };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
     const value = (): string | undefined => inline ?? argv[++i];
@@ -88,16 +81,16 @@ function parseOptions(argv: string[]): Options | 'help' {
       case '-h':
         return 'help';
       case '--seconds':
-        o.seconds = positive(flag, value(), 1, 3600);
+        o.seconds = intOption(flag, value(), 1, 3600);
         break;
       case '--rounds':
-        o.rounds = positive(flag, value(), 1, 100);
+        o.rounds = intOption(flag, value(), 1, 100);
         break;
       case '--warmup':
-        o.warmup = positive(flag, value(), 0, 600);
+        o.warmup = intOption(flag, value(), 0, 600);
         break;
       case '--connections':
-        o.connections = positive(flag, value(), 1, 10_000);
+        o.connections = intOption(flag, value(), 1, 10_000);
         break;
       case '--cpu-prof':
         o.cpuProf = true;

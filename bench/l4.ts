@@ -25,6 +25,7 @@ import {
   tempDir,
   throwIfInterrupted,
 } from './lib/procs.ts';
+import { intOption, UsageError } from './lib/args.ts';
 
 export const description =
   'TCP throughput (iperf3) and new connections/s through a proxied TCP app: Outpost vs HAProxy mode tcp vs direct';
@@ -57,23 +58,17 @@ interface Options {
   concurrency: number;
 }
 
-class UsageError extends Error {}
 
 function parseOptions(argv: string[]): Options | 'help' {
   const o: Options = { seconds: 5, rounds: 3, warmup: 1, streams: 1, concurrency: 32 };
-  const num = (name: string, v: string | undefined, min: number, max: number): number => {
-    const n = Number(v);
-    if (v === undefined || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`${name} needs an integer from ${min} to ${max}`);
-    return n;
-  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--help' || a === '-h') return 'help';
-    else if (a === '--seconds') o.seconds = num(a, argv[++i], 1, 600);
-    else if (a === '--rounds') o.rounds = num(a, argv[++i], 1, 50);
-    else if (a === '--warmup') o.warmup = num(a, argv[++i], 0, 60);
-    else if (a === '--streams') o.streams = num(a, argv[++i], 1, 16);
-    else if (a === '--concurrency') o.concurrency = num(a, argv[++i], 1, 1024);
+    else if (a === '--seconds') o.seconds = intOption(a, argv[++i], 1, 600);
+    else if (a === '--rounds') o.rounds = intOption(a, argv[++i], 1, 50);
+    else if (a === '--warmup') o.warmup = intOption(a, argv[++i], 0, 60);
+    else if (a === '--streams') o.streams = intOption(a, argv[++i], 1, 16);
+    else if (a === '--concurrency') o.concurrency = intOption(a, argv[++i], 1, 1024);
     else throw new UsageError(`unknown option ${a}`);
   }
   return o;

@@ -40,6 +40,7 @@ import {
   tempDir,
   throwIfInterrupted,
 } from './lib/procs.ts';
+import { intOption, UsageError } from './lib/args.ts';
 
 export const description =
   'TURN relayed msgs/s, loss and allocations/s with turnutils_uclient: Outpost relay vs coturn (same shared secret)';
@@ -90,7 +91,6 @@ interface Options {
   coturnThreads?: number;
 }
 
-class UsageError extends Error {}
 
 function parseOptions(argv: string[]): Options | 'help' {
   const o: Options = {
@@ -107,13 +107,6 @@ function parseOptions(argv: string[]): Options | 'help' {
     allocSeconds: 5,
     allocLoops: 32,
   };
-  const num = (name: string, v: string | undefined, min: number, max: number): number => {
-    const n = Number(v);
-    if (v === undefined || !Number.isInteger(n) || n < min || n > max) {
-      throw new UsageError(`${name} needs an integer from ${min} to ${max}`);
-    }
-    return n;
-  };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
     const value = (): string | undefined => inline ?? argv[++i];
@@ -122,43 +115,43 @@ function parseOptions(argv: string[]): Options | 'help' {
       case '-h':
         return 'help';
       case '--rounds':
-        o.rounds = num(flag, value(), 1, 50);
+        o.rounds = intOption(flag, value(), 1, 50);
         break;
       case '--clients':
-        o.clients = num(flag, value(), 1, 1000);
+        o.clients = intOption(flag, value(), 1, 1000);
         break;
       case '--messages':
-        o.messages = num(flag, value(), 10, 1_000_000);
+        o.messages = intOption(flag, value(), 10, 1_000_000);
         break;
       case '--length':
-        o.length = num(flag, value(), 16, 1400);
+        o.length = intOption(flag, value(), 16, 1400);
         break;
       case '--interval':
-        o.interval = num(flag, value(), 0, 1000);
+        o.interval = intOption(flag, value(), 0, 1000);
         break;
       case '--procs':
-        o.procs = num(flag, value(), 1, 32);
+        o.procs = intOption(flag, value(), 1, 32);
         break;
       case '--no-tcp':
         o.tcp = false;
         break;
       case '--paced-messages':
-        o.pacedMessages = num(flag, value(), 0, 100_000);
+        o.pacedMessages = intOption(flag, value(), 0, 100_000);
         break;
       case '--alloc-procs':
-        o.allocProcs = num(flag, value(), 1, 200);
+        o.allocProcs = intOption(flag, value(), 1, 200);
         break;
       case '--alloc-clients':
-        o.allocClients = num(flag, value(), 2, 500);
+        o.allocClients = intOption(flag, value(), 2, 500);
         break;
       case '--alloc-seconds':
-        o.allocSeconds = num(flag, value(), 0, 600);
+        o.allocSeconds = intOption(flag, value(), 0, 600);
         break;
       case '--alloc-loops':
-        o.allocLoops = num(flag, value(), 1, 1000);
+        o.allocLoops = intOption(flag, value(), 1, 1000);
         break;
       case '--coturn-threads':
-        o.coturnThreads = num(flag, value(), 1, 64);
+        o.coturnThreads = intOption(flag, value(), 1, 64);
         break;
       default:
         throw new UsageError(`unknown option ${argv[i]}`);
