@@ -237,33 +237,6 @@ export function mountTunnelRoutes(svc: TunnelsService): void {
     },
     async ({ c, params }) => remove(c, params.account_id, params.tunnel_id),
   );
-  router.add(
-    {
-      method: 'PUT',
-      path: `${SPEC}/:tunnel_id/configurations`,
-      operationId: 'tunnels-put-configuration',
-      summary: 'Set the ingress configuration (new version, pushed to connectors)',
-      auth: edit,
-      params: TUNNEL_PARAMS,
-      body: PutConfigBody,
-      tags,
-    },
-    async ({ c, params, body }) =>
-      putConfig(c, params.account_id, params.tunnel_id, (body.config ?? {}) as TunnelConfig),
-  );
-  router.add(
-    {
-      method: 'GET',
-      path: `${SPEC}/:tunnel_id/configurations`,
-      operationId: 'tunnels-get-configuration',
-      summary: 'Get the configuration',
-      auth: read,
-      params: TUNNEL_PARAMS,
-      tags,
-    },
-    async ({ c, params }) => getConfig(c, params.account_id, params.tunnel_id),
-  );
-
   // --- the official family: /accounts/{account_id}/cfd_tunnel ----------------------------------
 
   const CFD = '/accounts/:account_id/cfd_tunnel';
@@ -351,32 +324,39 @@ export function mountTunnelRoutes(svc: TunnelsService): void {
     },
     async ({ c, params }) => remove(c, params.account_id, params.tunnel_id),
   );
-  router.add(
-    {
-      method: 'GET',
-      path: `${CFD}/:tunnel_id/configurations`,
-      operationId: 'cloudflare-tunnel-configuration-get-configuration',
-      summary: 'Get the configuration',
-      auth: read,
-      params: TUNNEL_PARAMS,
-      tags,
-    },
-    async ({ c, params }) => getConfig(c, params.account_id, params.tunnel_id),
-  );
-  router.add(
-    {
-      method: 'PUT',
-      path: `${CFD}/:tunnel_id/configurations`,
-      operationId: 'cloudflare-tunnel-configuration-put-configuration',
-      summary: 'Set the configuration (new version, pushed to connectors)',
-      auth: edit,
-      params: TUNNEL_PARAMS,
-      body: PutConfigBody,
-      tags,
-    },
-    async ({ c, params, body }) =>
-      putConfig(c, params.account_id, params.tunnel_id, (body.config ?? {}) as TunnelConfig),
-  );
+  // Configurations: the same two operations under both families' paths.
+  for (const [prefix, ids] of [
+    [SPEC, { get: 'tunnels-get-configuration', put: 'tunnels-put-configuration' }],
+    [CFD, { get: 'cloudflare-tunnel-configuration-get-configuration', put: 'cloudflare-tunnel-configuration-put-configuration' }],
+  ] as const) {
+    router.add(
+      {
+        method: 'GET',
+        path: `${prefix}/:tunnel_id/configurations`,
+        operationId: ids.get,
+        summary: 'Get the configuration',
+        auth: read,
+        params: TUNNEL_PARAMS,
+        tags,
+      },
+      async ({ c, params }) => getConfig(c, params.account_id, params.tunnel_id),
+    );
+    router.add(
+      {
+        method: 'PUT',
+        path: `${prefix}/:tunnel_id/configurations`,
+        operationId: ids.put,
+        summary: 'Set the ingress configuration (new version, pushed to connectors)',
+        auth: edit,
+        params: TUNNEL_PARAMS,
+        body: PutConfigBody,
+        tags,
+      },
+      async ({ c, params, body }) =>
+        putConfig(c, params.account_id, params.tunnel_id, (body.config ?? {}) as TunnelConfig),
+    );
+  }
+
   router.add(
     {
       method: 'GET',
