@@ -23,7 +23,7 @@ import {
   parseIpv4,
   unusableReason,
 } from './addressing.ts';
-import { bare, listBody, noBody, requireCni, windowOf } from './http.ts';
+import { bare, CNI_PERMISSIONS, listBody, noBody, requireAccount, windowOf } from './http.ts';
 import { CniBody, ListCnisQuery, type StoredCni } from './schemas.ts';
 import { cnis, cniView, findInterconnect, PASSWORD_MASK, readSettings } from './store.ts';
 
@@ -278,12 +278,12 @@ export function mountCniRoutes(ctx: AreaContext): void {
       path: PREFIX,
       operationId: 'list_cnis',
       summary: 'List CNI objects',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       query: ListCnisQuery,
       tags,
     },
-    async ({ params, query, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params, query }) => {
+      await requireAccount(db, params.account_id);
       let all = (await cnis.all(db, params.account_id)).map((d) => d.body);
       if (query.slot !== undefined) all = all.filter((c) => c.slot_id === query.slot);
       // CNI objects here are never attached to a tunnel, so a tunnel filter matches nothing.
@@ -298,13 +298,13 @@ export function mountCniRoutes(ctx: AreaContext): void {
       path: PREFIX,
       operationId: 'create_cni',
       summary: 'Create a CNI object',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       body: CniBody,
       tags,
     },
-    async ({ params, body, principal }) => {
+    async ({ params, body }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       const record = await write(accountId, async (tx) => {
         const rec = await resolve(tx, accountId, body, undefined, clock.now());
         await cnis.insert(tx, accountId, rec.id, rec, clock.now());
@@ -320,12 +320,12 @@ export function mountCniRoutes(ctx: AreaContext): void {
       path: `${PREFIX}/:cni`,
       operationId: 'get_cni',
       summary: 'Get a CNI object',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       params: CNI_ID,
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       return bare(cniView((await getCni(db, params.account_id, params.cni)).body));
     },
   );
@@ -336,14 +336,14 @@ export function mountCniRoutes(ctx: AreaContext): void {
       path: `${PREFIX}/:cni`,
       operationId: 'update_cni',
       summary: 'Update a CNI object',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       params: CNI_ID,
       body: CniBody,
       tags,
     },
-    async ({ params, body, principal }) => {
+    async ({ params, body }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       const record = await write(accountId, async (tx) => {
         const doc = await getCni(tx, accountId, params.cni);
         const rec = await resolve(tx, accountId, body, doc.body, clock.now());
@@ -359,13 +359,13 @@ export function mountCniRoutes(ctx: AreaContext): void {
       path: `${PREFIX}/:cni`,
       operationId: 'delete_cni',
       summary: 'Delete a CNI object',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       params: CNI_ID,
       tags,
     },
-    async ({ params, principal }) => {
+    async ({ params }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       await write(accountId, async (tx) => {
         if (!(await cnis.delete(tx, accountId, params.cni)))
           throw apiError('cni_not_found', params.cni);

@@ -4,9 +4,7 @@
  * `cursor`/`limit` or `page`/`per_page`.
  */
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
-import type { Principal } from '../../core/auth.ts';
 import { apiError } from '../../core/errors.ts';
-import type { Level } from '../../core/permissions.ts';
 import type { Executor } from '../../core/storage/db.ts';
 import type { WindowQuery } from './schemas.ts';
 
@@ -28,25 +26,12 @@ export function noBody(): Response {
   return new Response(null, { status: 200 });
 }
 
-/**
- * Throws 403 unless the principal holds Magic WAN or Magic Transit at `level` on the account;
- * then 404 if the account does not exist.
- */
-export async function requireCni(
-  db: Executor,
-  principal: Principal,
-  level: Level,
-  accountId: string,
-): Promise<void> {
-  const target = { accountId };
-  const either = (t?: { accountId: string }) =>
-    principal.allows(MAGIC_WAN, level, t) || principal.allows(MAGIC_TRANSIT, level, t);
-  if (!either(target)) {
-    if (either()) throw apiError('forbidden_resource', `account ${accountId}`);
-    throw apiError('forbidden', `${MAGIC_WAN}:${level} or ${MAGIC_TRANSIT}:${level}`);
-  }
-  if (!(await accounts.get(db, GLOBAL_SCOPE, accountId)))
-    throw apiError('account_not_found', accountId);
+/** Either group grants interconnect operations (routes declare this; the router checks it). */
+export const CNI_PERMISSIONS = [MAGIC_WAN, MAGIC_TRANSIT];
+
+/** 404 unless the account in the path exists (the router has already checked the permission). */
+export async function requireAccount(db: Executor, accountId: string): Promise<void> {
+  if (!(await accounts.get(db, GLOBAL_SCOPE, accountId))) throw apiError('account_not_found', accountId);
 }
 
 export interface Window {

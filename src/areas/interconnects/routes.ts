@@ -11,7 +11,7 @@ import { lockScope } from '../../core/storage/locks.ts';
 import { randomBytes } from 'node:crypto';
 import { asnProblem } from './addressing.ts';
 import { SPEED, type Catalog, type Slot } from './facilities.ts';
-import { bare, listBody, noBody, requireCni, windowOf } from './http.ts';
+import { bare, CNI_PERMISSIONS, listBody, noBody, requireAccount, windowOf } from './http.ts';
 import { renderLoa } from './loa.ts';
 import {
   CreateInterconnectBody,
@@ -175,12 +175,12 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/slots`,
       operationId: 'list_slots',
       summary: 'List connection slots',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       query: ListSlotsQuery,
       tags,
     },
-    async ({ params, query, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params, query }) => {
+      await requireAccount(db, params.account_id);
       const occupied = await occupiedSlots(db);
       const lower = (s: string | undefined) => s?.toLowerCase();
       const facility = lower(query.facility);
@@ -210,12 +210,12 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/slots/:slot`,
       operationId: 'get_slot',
       summary: 'Get a connection slot',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       params: { slot: 'uuid' },
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       const slot = catalog.slotById.get(params.slot);
       if (!slot) throw apiError('cni_slot_not_found', params.slot);
       const claim = await slotClaims.get(db, SLOT_SCOPE, slot.id);
@@ -229,12 +229,12 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects`,
       operationId: 'list_interconnects',
       summary: 'List interconnects',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       query: ListInterconnectsQuery,
       tags,
     },
-    async ({ params, query, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params, query }) => {
+      await requireAccount(db, params.account_id);
       const { items } = await interconnects.list(db, params.account_id);
       const now = clock.now();
       const matching = items
@@ -258,14 +258,14 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects`,
       operationId: 'create_interconnect',
       summary: 'Create an interconnect (?validate_only=true: check only)',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       query: CreateInterconnectQuery,
       body: CreateInterconnectBody,
       tags,
     },
-    async ({ params, query, body, principal }) => {
+    async ({ params, query, body }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       if (query.validate_only) {
         const { record } = await plan(db, accountId, body);
         return bare(interconnectView(record, clock.now()));
@@ -295,11 +295,11 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects/:icon`,
       operationId: 'get_interconnect',
       summary: 'Get an interconnect (by name or id)',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       const doc = await getInterconnect(db, params.account_id, params.icon);
       return bare(interconnectView(doc.body, clock.now()));
     },
@@ -311,12 +311,12 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects/:icon`,
       operationId: 'delete_interconnect',
       summary: 'Delete an interconnect and free its slot',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       tags,
     },
-    async ({ params, principal }) => {
+    async ({ params }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       await db.transaction().execute(async (tx) => {
         await lockScope(tx, database.dialect, `cni:${accountId}`);
         const doc = await getInterconnect(tx, accountId, params.icon);
@@ -337,11 +337,11 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects/:icon/status`,
       operationId: 'get_interconnect_status',
       summary: 'Interconnect status',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       const doc = await getInterconnect(db, params.account_id, params.icon);
       return bare(statusView(doc.body, clock.now()));
     },
@@ -353,12 +353,12 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects/:icon/loa`,
       operationId: 'get_interconnect_loa',
       summary: 'Letter of authorization (PDF)',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       query: LoaQuery,
       tags,
     },
-    async ({ params, query, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params, query }) => {
+      await requireAccount(db, params.account_id);
       const doc = await getInterconnect(db, params.account_id, params.icon);
       const slot = catalog.slotById.get(doc.body.slot_id);
       // A catalog replaced since the interconnect was made may no longer list its slot.
@@ -385,11 +385,11 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/interconnects/:icon/loa/default`,
       operationId: 'get_interconnect_loa_default_name',
       summary: 'Name printed on the LOA by default',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       await getInterconnect(db, params.account_id, params.icon);
       return bare({ name: await accountName(db, params.account_id) });
     },
@@ -401,11 +401,11 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/settings`,
       operationId: 'get_settings',
       summary: 'Interconnect settings',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'read' },
       tags,
     },
-    async ({ params, principal }) => {
-      await requireCni(db, principal!, 'read', params.account_id);
+    async ({ params }) => {
+      await requireAccount(db, params.account_id);
       return bare(await readSettings(db, params.account_id));
     },
   );
@@ -416,13 +416,13 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
       path: `${PREFIX}/settings`,
       operationId: 'update_settings',
       summary: 'Update interconnect settings',
-      auth: 'authenticated',
+      auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       body: SettingsBody,
       tags,
     },
-    async ({ params, body, principal }) => {
+    async ({ params, body }) => {
       const accountId = params.account_id;
-      await requireCni(db, principal!, 'edit', accountId);
+      await requireAccount(db, accountId);
       if (body.default_asn !== undefined && body.default_asn !== null) {
         const problem = asnProblem(body.default_asn);
         if (problem) throw apiError('cni_invalid', `default_asn: ${problem}`);
