@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { closedLoop, makeTarget } from './lib/load.ts';
 import {
+  cpuMsOfTree,
   installCleanupHandlers,
   Interrupted,
   runCleanups,
@@ -114,6 +115,8 @@ interface Measured {
   p50: number;
   p99: number;
   errors: number;
+  /** CPU time of Outpost and its runtime processes per request, µs (NaN without /proc). */
+  cpuUs?: number;
 }
 
 function median(xs: number[]): number {
@@ -155,6 +158,10 @@ function runWrk(
       const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
       const socketErrors = sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
       if (!rps) return reject(new Error(`could not parse wrk's output: ${out}`));
+      if (non2xx + socketErrors > 0)
+        process.stderr.write(
+          `${host}: ${non2xx} non-2xx/3xx answers; ${sock?.[0] ?? 'no socket errors'}\n`,
+        );
       resolve({
         rps: Number(rps[1]),
         p50: pct('50'),
@@ -322,10 +329,15 @@ export async function main(argv: string[]): Promise<number> {
       { label: 'no snippet', host: PLAIN_HOST },
       { label: 'header-rewriting snippet', host: SNIPPET_HOST },
     ];
-    const measure = (s: Side, seconds: number) =>
-      wrk
+    const outpostCpu = () => cpuMsOfTree(outpost.proc.pid!) ?? NaN;
+    const measure = async (s: Side, seconds: number): Promise<Measured> => {
+      const cpu0 = outpostCpu();
+      const m = await (wrk
         ? runWrk(wrk, edge.href, s.host, seconds, o.connections)
-        : runNode(edge.href, s.host, seconds, o.connections);
+        : runNode(edge.href, s.host, seconds, o.connections));
+      m.cpuUs = ((outpostCpu() - cpu0) * 1000) / (m.rps * seconds);
+      return m;
+    };
     log(
       `node ${process.version}; ${availableParallelism()} CPUs shared by the load generator, Outpost, workerd and the origin`,
     );
@@ -350,13 +362,22 @@ export async function main(argv: string[]): Promise<number> {
         ms(median(ms_.map((m) => m.p50))),
         ms(median(ms_.map((m) => m.p99))),
         ratio(rps, base),
+        int(median(ms_.map((m) => m.cpuUs ?? NaN))),
         int(ms_.reduce((a, m) => a + m.errors, 0)),
       ];
     });
     log('');
     log(
       table(
-        ['edge (same zone, same origin)', 'req/s', 'p50 ms', 'p99 ms', 'vs no snippet', 'errors'],
+        [
+          'edge (same zone, same origin)',
+          'req/s',
+          'p50 ms',
+          'p99 ms',
+          'vs no snippet',
+          'Outpost CPU µs/req',
+          'errors',
+        ],
         rows,
       ),
     );

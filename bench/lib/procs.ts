@@ -6,7 +6,7 @@
  * children still alive get SIGKILL, directories are removed.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -256,4 +256,45 @@ export async function spawnNode(
     crashed: () => exited && !stopping,
     stop: release,
   };
+}
+
+/**
+ * CPU time (user + system, ms) used so far by a process and every descendant (Linux `/proc`;
+ * undefined elsewhere). Measured per phase, it tells what a request costs even when the machine is
+ * shared and requests/s are not comparable between runs.
+ */
+export function cpuMsOfTree(pid: number): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return undefined;
+  }
+  const children = new Map<number, number[]>();
+  const cpu = new Map<number, number>();
+  const ticksMs = 1000 / 100; // USER_HZ is 100 on Linux
+  for (const e of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const id = Number(e);
+    const ppid = Number(fields[1]);
+    cpu.set(id, (Number(fields[11]) + Number(fields[12])) * ticksMs);
+    const list = children.get(ppid) ?? [];
+    list.push(id);
+    children.set(ppid, list);
+  }
+  if (!cpu.has(pid)) return undefined;
+  let total = 0;
+  const stack = [pid];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    total += cpu.get(id) ?? 0;
+    stack.push(...(children.get(id) ?? []));
+  }
+  return total;
 }

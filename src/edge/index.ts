@@ -18,7 +18,7 @@ import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/s
 export { PHASE_ORDER, type PinnedRoute } from './server.ts';
 export type { EdgeRequest, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
 export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
-export { OriginFetcher, type OriginFetcherOptions } from './origin-fetch.ts';
+export { OriginFetcher, platformHeaders, type OriginFetcherOptions } from './origin-fetch.ts';
 
 /** What other areas get from `ctx.services.require<EdgeService>(EDGE)`. */
 export interface EdgeService {

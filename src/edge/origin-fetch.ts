@@ -26,6 +26,17 @@ const HOP_BY_HOP = new Set([
 const NULL_BODY = new Set([101, 204, 205, 304]);
 const BUFFER_LIMIT = 256 * 1024;
 
+/** The headers the platform adds to every request it sends to an origin (beside X-Forwarded-For). */
+export function platformHeaders(er: EdgeRequest): Record<string, string> {
+  return {
+    'x-forwarded-proto': er.scheme,
+    'cf-connecting-ip': er.clientIp,
+    'cf-ray': `${er.rayId}-OUT`,
+    'cf-visitor': `{"scheme":"${er.scheme}"}`,
+    'cf-ipcountry': er.visitor.country,
+  };
+}
+
 export interface OriginFetcherOptions {
   connectTimeoutMs: number;
   responseTimeoutMs: number;
@@ -65,11 +76,7 @@ export class OriginFetcher {
     const prior = request.headers.get('x-forwarded-for');
     headers['x-forwarded-for'] =
       prior && !prior.endsWith(er.clientIp) ? `${prior}, ${er.clientIp}` : (prior ?? er.clientIp);
-    headers['x-forwarded-proto'] = er.scheme;
-    headers['cf-connecting-ip'] = er.clientIp;
-    headers['cf-ray'] = `${er.rayId}-OUT`;
-    headers['cf-visitor'] = `{"scheme":"${er.scheme}"}`;
-    headers['cf-ipcountry'] = er.visitor.country;
+    Object.assign(headers, platformHeaders(er));
     const tls = er.origin.protocol === 'https:';
     const hasBody = request.body !== null && request.method !== 'GET' && request.method !== 'HEAD';
     if (!hasBody && request.method !== 'GET' && request.method !== 'HEAD')

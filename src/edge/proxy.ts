@@ -8,6 +8,7 @@ import https from 'node:https';
 import net from 'node:net';
 import type { EdgeRequest } from './types.ts';
 import { sendErrorPage, type EdgeErrorCode } from './error-pages.ts';
+import { platformHeaders } from './origin-fetch.ts';
 
 export interface ProxyOptions {
   connectTimeoutMs: number;
@@ -52,11 +53,7 @@ export class OriginProxy {
     out.host = er.origin.hostHeader ?? er.req.headers.host ?? er.host;
     const prior = src['x-forwarded-for'];
     out['x-forwarded-for'] = prior ? `${Array.isArray(prior) ? prior.join(', ') : prior}, ${er.clientIp}` : er.clientIp;
-    out['x-forwarded-proto'] = er.scheme;
-    out['cf-connecting-ip'] = er.clientIp;
-    out['cf-ray'] = `${er.rayId}-OUT`;
-    out['cf-visitor'] = `{"scheme":"${er.scheme}"}`;
-    out['cf-ipcountry'] = er.visitor.country;
+    Object.assign(out, platformHeaders(er));
     if (keepUpgrade) {
       out.connection = 'Upgrade';
       out.upgrade = src.upgrade;

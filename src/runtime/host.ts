@@ -6,7 +6,7 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Miniflare, type WorkerOptions } from 'miniflare';
 import type { Logger } from '../core/log.ts';
@@ -20,14 +20,20 @@ import {
   type ScriptFailure,
   type ScriptFailureKind,
   type ScriptHost,
+  type ServeContext,
 } from './index.ts';
 import {
   CONFIG_BINDING,
   H,
+  NET_BINDING,
+  NET_KEY_BINDING,
   PRELUDE_MODULE,
   WRAPPER_MODULE,
+  netOriginBinding,
+  netSource,
   preludeSource,
   wrapperSource,
+  type Grant,
 } from './modules.ts';
 import { claimNewestRuntimeChild, cpuNs, releaseRuntimeChild, rssBytes } from './proc.ts';
 
@@ -71,6 +77,10 @@ export function defaultFailureResponse(f: ScriptFailure): Response {
 }
 
 const MODULE_ROOT = '/outpost-script';
+/** The worker holding the net binding's module (origin connections, instance key). */
+const NET_WORKER = 'outpost-net';
+/** Origin addresses a tenant's instance keeps connections for; beyond it, origins go through Node. */
+const MAX_DIRECT_ORIGINS = 16;
 /** A watchdog interval in which the runtime used less than this share of one core is idle. */
 const IDLE_SHARE = 0.2;
 /** Bodies up to this size are read whole instead of streamed. */
@@ -103,6 +113,10 @@ interface Invocation {
 class Instance {
   mf?: Miniflare;
   pid?: number;
+  /** Sent with every request to the runtime and every call back; scripts never see it. */
+  readonly key = randomBytes(18).toString('base64url');
+  /** Origin address → index of its connection in the net binding. */
+  readonly origins: Map<string, number>;
   readonly urls = new Map<string, URL>();
   readonly inflight = new Set<Invocation>();
   /** The Node servers its scripts' outbound calls and bindings reach. */
@@ -121,7 +135,10 @@ class Instance {
     readonly tenant: string,
     readonly scripts: Map<string, LoadOptions>,
     readonly workerNames: Map<string, string>,
-  ) {}
+    origins: readonly string[],
+  ) {
+    this.origins = new Map(origins.map((address, i) => [address, i]));
+  }
 }
 
 interface PendingLoad {
@@ -139,6 +156,10 @@ interface Tenant {
   pending: PendingLoad[];
   chain: Promise<void>;
   scheduled: boolean;
+  /** Origin addresses its requests were granted; the next instance connects to each directly. */
+  origins: string[];
+  /** An instance restart that adds newly seen origins is queued. */
+  refreshing: boolean;
 }
 
 export function createScriptHost(opts: HostOptions): ScriptHost {
@@ -196,7 +217,15 @@ class MiniflareScriptHost implements ScriptHost {
   private tenant(name: string): Tenant {
     let t = this.tenants.get(name);
     if (!t) {
-      t = { name, scripts: new Map(), pending: [], chain: Promise.resolve(), scheduled: false };
+      t = {
+        name,
+        scripts: new Map(),
+        pending: [],
+        chain: Promise.resolve(),
+        scheduled: false,
+        origins: [],
+        refreshing: false,
+      };
       this.tenants.set(name, t);
     }
     return t;
@@ -249,7 +278,7 @@ class MiniflareScriptHost implements ScriptHost {
       if (old) this.retire(old);
       return;
     }
-    const inst = await this.startInstance(t.name, desired);
+    const inst = await this.startInstance(t.name, desired, t.origins);
     if (this.closed) {
       await this.dispose(inst);
       throw new Error('the script host is closed');
@@ -264,11 +293,12 @@ class MiniflareScriptHost implements ScriptHost {
   private async startInstance(
     tenant: string,
     scripts: Map<string, LoadOptions>,
+    origins: readonly string[],
   ): Promise<Instance> {
     const names = new Map<string, string>();
     let i = 0;
     for (const id of scripts.keys()) names.set(id, `s${i++}`);
-    const inst = new Instance(tenant, scripts, names);
+    const inst = new Instance(tenant, scripts, names, origins.slice());
     const workers: WorkerOptions[] = [];
     try {
       for (const [scriptId, opts] of scripts) {
@@ -279,6 +309,7 @@ class MiniflareScriptHost implements ScriptHost {
       closeServers(inst);
       throw err;
     }
+    workers.push(netWorker(inst));
     const started = performance.now();
     let startupErr = '';
     // Miniflare installs SIGINT/SIGTERM handlers that exit at once; Outpost stops gracefully and
@@ -405,6 +436,7 @@ class MiniflareScriptHost implements ScriptHost {
       bindings: bindings as WorkerOptions['bindings'],
       serviceBindings,
       outboundService: node,
+      wrappedBindings: { [NET_BINDING]: { scriptName: NET_WORKER } },
       unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
     } as WorkerOptions;
   }
@@ -447,7 +479,7 @@ class MiniflareScriptHost implements ScriptHost {
     if (t.instance && !t.instance.dead) return t.instance;
     if (!t.starting) {
       const scripts = t.scripts;
-      t.starting = this.startInstance(t.name, scripts)
+      t.starting = this.startInstance(t.name, scripts, t.origins)
         .then((inst) => {
           if (this.closed || t.scripts !== scripts) {
             // Replaced or closed meanwhile: this start is stale.
@@ -472,6 +504,99 @@ class MiniflareScriptHost implements ScriptHost {
     req: Request,
     ctx: FetchContext = {},
   ): Promise<Response> {
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of req.headers) {
+      if (name === 'set-cookie' || INTERNAL_REQUEST_HEADERS.has(name)) continue;
+      headers[name] = value;
+    }
+    const hasBody = req.body !== null && req.method !== 'GET' && req.method !== 'HEAD';
+    const body = hasBody
+      ? Readable.fromWeb(req.body as import('node:stream/web').ReadableStream<Uint8Array>)
+      : undefined;
+    const r = await this.call(
+      tenant,
+      scriptId,
+      { method: req.method, url: req.url, headers, body },
+      ctx,
+    );
+    if (r instanceof Response) return r;
+    const status = r.res.statusCode!;
+    const nullBody = status === 204 || status === 205 || status === 304 || req.method === 'HEAD';
+    return responseOf(r.res, nullBody, r.done);
+  }
+
+  async serve(
+    tenant: string,
+    scriptId: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: ServeContext,
+  ): Promise<void> {
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value === undefined || INTERNAL_REQUEST_HEADERS.has(name) || ctx.dropHeaders?.has(name))
+        continue;
+      headers[name] = value;
+    }
+    const method = req.method ?? 'GET';
+    const declared = Number(req.headers['content-length']);
+    const hasBody =
+      method !== 'GET' &&
+      method !== 'HEAD' &&
+      (req.headers['transfer-encoding'] !== undefined || declared > 0);
+    const r = await this.call(
+      tenant,
+      scriptId,
+      { method, url: ctx.url, headers, body: hasBody ? req : undefined },
+      ctx,
+    );
+    if (r instanceof Response) {
+      // The failure marker is for callers of `fetch`; a client never sees it.
+      const headers = new Headers(r.headers);
+      headers.delete(FAILURE_HEADER);
+      const failure = new Response(r.body, { status: r.status, statusText: r.statusText, headers });
+      return writeResponse(failure, res, ctx.responseHeaders);
+    }
+    const from = r.res;
+    const out: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(from.headers))
+      if (value !== undefined && !HOP_BY_HOP_RESPONSE.has(name)) out[name] = value;
+    if (ctx.responseHeaders) Object.assign(out, ctx.responseHeaders);
+    res.writeHead(from.statusCode!, from.statusMessage, out);
+    await new Promise<void>((resolve) => {
+      const finish = () => {
+        r.done();
+        resolve();
+      };
+      from.once('end', finish);
+      from.once('error', (err) => {
+        res.destroy(err);
+        finish();
+      });
+      res.once('close', () => {
+        if (!from.complete) from.destroy();
+        finish();
+      });
+      from.pipe(res);
+    });
+  }
+
+  /**
+   * One invocation: the request goes to the worker's socket and its answer comes back raw, or a
+   * failure comes back as the caller's error Response. `done` ends the invocation once the body
+   * has been read or abandoned.
+   */
+  private async call(
+    tenant: string,
+    scriptId: string,
+    req: {
+      method: string;
+      url: string;
+      headers: Record<string, string | string[]>;
+      body?: Readable;
+    },
+    ctx: FetchContext,
+  ): Promise<Response | { res: IncomingMessage; done: () => void }> {
     const t = this.tenants.get(tenant);
     const opts = t?.scripts.get(scriptId);
     if (!t || !opts) throw new Error(`script ${scriptId} is not loaded for ${tenant}`);
@@ -498,27 +623,19 @@ class MiniflareScriptHost implements ScriptHost {
         scriptId,
       });
     const inv = this.begin(inst, tenant, scriptId, scriptOpts, ctx.context);
-    const headers: Record<string, string | string[]> = {};
-    for (const [name, value] of req.headers) {
-      if (
-        name === 'set-cookie' ||
-        name === H.cfBlob.toLowerCase() ||
-        name === 'connection' ||
-        name === 'keep-alive' ||
-        name === 'transfer-encoding'
-      )
-        continue;
-      headers[name] = value;
-    }
+    const { headers } = req;
     headers[H.invocation] = inv.id;
     headers[H.url] = req.url;
+    headers[H.key] = inst.key;
+    headers[H.grant] = JSON.stringify(this.grant(t, inst, scriptOpts, ctx));
     headers.host = new URL(req.url).host;
     if (ctx.cf) headers[H.cfBlob] = JSON.stringify(ctx.cf);
+    if (!req.body) headers['content-length'] ??= '0';
     const pending: { request?: http.ClientRequest } = {};
-    let res: Response | ScriptFailure;
+    let res: IncomingMessage | ScriptFailure;
     try {
       res = await Promise.race([
-        this.send(url, req, headers, pending, () => this.end(inv)),
+        this.send(url, req.method, headers, req.body, pending),
         inv.failed,
       ]);
     } catch (err) {
@@ -530,14 +647,21 @@ class MiniflareScriptHost implements ScriptHost {
           message: `runtime unavailable: ${(err as Error).message}`,
         });
     }
-    if (!(res instanceof Response)) {
+    if (!(res instanceof http.IncomingMessage)) {
       pending.request?.destroy();
       this.end(inv);
       return errorResponse(res);
     }
     inst.progress = true;
-    if (res.headers.has(H.scriptError)) {
-      const body = (await res.json().catch(() => ({}))) as {
+    const limitHit = res.headers[H.failure];
+    if (typeof limitHit === 'string') {
+      res.resume();
+      const f = inv.failure ?? this.failInvocation(inv, parseFailure(limitHit));
+      this.end(inv);
+      return errorResponse(f);
+    }
+    if (res.headers[H.scriptError] !== undefined) {
+      const body = (await readJson(res)) as {
         name?: string;
         message?: string;
         location?: string;
@@ -555,39 +679,24 @@ class MiniflareScriptHost implements ScriptHost {
       return errorResponse(f);
     }
     if (inv.failure) {
-      void res.body?.cancel().catch(() => {});
+      res.resume();
       this.end(inv);
       return errorResponse(inv.failure);
     }
-    res.headers.delete(H.scriptError);
-    return res;
+    return { res, done: () => this.end(inv) };
   }
 
-  /** One request to a worker's socket; the response body is passed on as sent (no decoding). */
-  /**
-   * One request to a worker's socket; the response body is passed on as sent (no decoding).
-   * Bodies of known small length are read in full first (cheaper than a stream per request);
-   * `done` runs once the body has been read or abandoned.
-   */
+  /** One request to a worker's socket; resolves with its response head (body unread). */
   private send(
     url: URL,
-    req: Request,
+    method: string,
     headers: Record<string, string | string[]>,
+    body: Readable | undefined,
     pending: { request?: http.ClientRequest },
-    done: () => void,
-  ): Promise<Response> {
-    return new Promise<Response>((resolve, reject) => {
-      const hasBody = req.body !== null && req.method !== 'GET' && req.method !== 'HEAD';
-      if (!hasBody) headers['content-length'] ??= '0';
+  ): Promise<IncomingMessage> {
+    return new Promise<IncomingMessage>((resolve, reject) => {
       const out = http.request(
-        {
-          host: url.hostname,
-          port: url.port,
-          method: req.method,
-          path: '/',
-          headers,
-          agent: this.agent,
-        },
+        { host: url.hostname, port: url.port, method, path: '/', headers, agent: this.agent },
         (res) => {
           const status = res.statusCode ?? 502;
           if (status < 200 || status > 599) {
@@ -599,20 +708,61 @@ class MiniflareScriptHost implements ScriptHost {
             );
             return;
           }
-          const nullBody =
-            status === 204 || status === 205 || status === 304 || req.method === 'HEAD';
-          void responseOf(res, nullBody, done).then(resolve, reject);
+          resolve(res);
         },
       );
       pending.request = out;
       out.on('error', reject);
-      if (hasBody) {
-        const body = Readable.fromWeb(
-          req.body as import('node:stream/web').ReadableStream<Uint8Array>,
-        );
+      if (body) {
         body.on('error', (err) => out.destroy(err));
         body.pipe(out);
       } else out.end();
+    });
+  }
+
+  /**
+   * What the invocation may do inside the runtime: its subrequest limit, and the origin its
+   * same-host `fetch()` reaches directly when the instance holds a connection to that address.
+   * A new address is added to the tenant's list and the instance restarted in the background;
+   * until then its requests take the Node path.
+   */
+  private grant(t: Tenant, inst: Instance, opts: LoadOptions, ctx: FetchContext): Grant {
+    const grant: Grant = { limit: opts.limits?.subrequests };
+    const o = ctx.origin;
+    if (!o) return grant;
+    const i = inst.origins.get(o.address);
+    if (i !== undefined) {
+      grant.origin = {
+        i,
+        host: o.host,
+        hostHeader: o.hostHeader,
+        clientIp: o.clientIp,
+        headers: o.headers,
+        once: o.once,
+      };
+    } else if (!t.origins.includes(o.address) && t.origins.length < MAX_DIRECT_ORIGINS) {
+      t.origins.push(o.address);
+      this.refreshOrigins(t);
+    }
+    return grant;
+  }
+
+  /** Restarts the tenant's instance so that it connects to every origin in its list. */
+  private refreshOrigins(t: Tenant): void {
+    if (t.refreshing) return;
+    t.refreshing = true;
+    t.chain = t.chain.then(async () => {
+      t.refreshing = false;
+      if (this.closed || t.scripts.size === 0) return;
+      try {
+        await this.replaceInstance(t, t.scripts);
+        this.log.debug(
+          { tenant: t.name, origins: t.origins.length },
+          'runtime connects to origins directly',
+        );
+      } catch (err) {
+        this.log.warn({ err, tenant: t.name }, 'runtime restart for direct origins failed');
+      }
     });
   }
 
@@ -697,7 +847,13 @@ class MiniflareScriptHost implements ScriptHost {
     const inv = this.invocationFor(inst, scriptId, req);
     if (!inv)
       return refuse(res, 'fetch() is only available while the script is handling a request');
-    inv.subrequests++;
+    // The prelude counts every fetch() inside the invocation (the direct ones never reach Node)
+    // and sends the count with the instance key; without the key the call did not come from it.
+    if (req.headers[H.key] !== inst.key)
+      return refuse(res, "outbound calls are only accepted from the runtime's fetch()");
+    const count = Number(req.headers[H.count]);
+    inv.subrequests =
+      Number.isSafeInteger(count) && count > inv.subrequests ? count : inv.subrequests + 1;
     const limit = opts.limits?.subrequests;
     if (limit !== undefined && inv.subrequests > limit) {
       const message = `Too many subrequests: the limit is ${limit} per request`;
@@ -854,6 +1010,70 @@ class MiniflareScriptHost implements ScriptHost {
 
 // ---------------------------------------------------------------- helpers
 
+/** The worker whose module is the net binding: one connection per origin address, the key. */
+function netWorker(inst: Instance): WorkerOptions {
+  const serviceBindings: Record<string, { external: { address: string; http: object } }> = {};
+  for (const [address, i] of inst.origins)
+    serviceBindings[netOriginBinding(i)] = { external: { address, http: {} } };
+  return {
+    name: NET_WORKER,
+    modulesRoot: MODULE_ROOT,
+    modules: [
+      {
+        type: 'ESModule',
+        path: `${MODULE_ROOT}/__outpost_net.js`,
+        contents: netSource(inst.origins.size),
+      },
+    ],
+    bindings: { [NET_KEY_BINDING]: inst.key },
+    serviceBindings,
+  } as WorkerOptions;
+}
+
+const FAILURE_KINDS = new Set<ScriptFailureKind>(['subrequests', 'limit']);
+
+/** Request headers never passed to the runtime from a caller (they are the host's, or per hop). */
+const INTERNAL_REQUEST_HEADERS = new Set([
+  H.cfBlob.toLowerCase(),
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+]);
+/** Response headers that describe the hop from the runtime, not the script's answer. */
+const HOP_BY_HOP_RESPONSE = new Set(['connection', 'keep-alive', 'transfer-encoding']);
+
+/** A small JSON body (the wrapper's exception report); `{}` if it is not JSON. */
+function readJson(res: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch {
+        resolve({});
+      }
+    });
+    res.on('error', () => resolve({}));
+  });
+}
+
+/** A limit reported by the prelude (`H.failure`); anything unexpected counts as an exception. */
+function parseFailure(text: string): Omit<ScriptFailure, 'tenant' | 'scriptId'> {
+  try {
+    const f = JSON.parse(text) as { kind?: string; code?: number; message?: string };
+    if (FAILURE_KINDS.has(f.kind as ScriptFailureKind) && typeof f.message === 'string')
+      return {
+        kind: f.kind as ScriptFailureKind,
+        code: typeof f.code === 'number' ? f.code : undefined,
+        message: f.message,
+      };
+  } catch {
+    // fall through
+  }
+  return { kind: 'exception', message: 'the runtime reported a malformed failure' };
+}
+
 function closeServers(inst: Instance): void {
   for (const server of inst.servers) {
     server.close();
@@ -905,9 +1125,7 @@ function toRequest(req: IncomingMessage): Request {
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i].toLowerCase();
     if (
-      name === H.invocation ||
-      name === H.url ||
-      name === H.binding ||
+      name.startsWith('x-outpost-rt-') ||
       name === 'host' ||
       name === 'connection' ||
       name === 'transfer-encoding' ||
@@ -1054,7 +1272,8 @@ function refuse(res: ServerResponse, message: string): void {
 function releaseSignalHandlers(): void {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     for (const listener of process.listeners(signal)) {
-      if (listener.name === 'onSignalInt' || listener.name === 'onSignalTerm') process.removeListener(signal, listener);
+      if (listener.name === 'onSignalInt' || listener.name === 'onSignalTerm')
+        process.removeListener(signal, listener);
     }
   }
 }

@@ -59,6 +59,8 @@
  * Helpers for outbound handlers: `networkFetch` (the default outbound), `responseOf` and
  * `writeResponse` (Node HTTP ↔ Fetch API, small bodies read whole). See docs/runtime.md.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
 export const RUNTIME = 'runtime';
 
 export interface ScriptModule {
@@ -131,6 +133,38 @@ export interface FetchContext {
   cf?: Record<string, unknown>;
   /** Passed to `outbound` and Node bindings as `info.context` for this invocation. */
   context?: unknown;
+  /**
+   * The request's origin, when it is a plain-HTTP address: the script's bodiless `fetch()` calls
+   * to `host` then go from the runtime straight to `address` (counted, with these headers) instead
+   * of through `outbound`. Other calls, calls with a body, and a connection that fails still take
+   * `outbound`. See docs/runtime.md ("The hot path").
+   */
+  origin?: DirectOrigin;
+}
+
+export interface DirectOrigin {
+  /** `ip:port` (IPv6 in brackets) of the origin. */
+  address: string;
+  /** Host name whose requests go to the origin (lower case, no port). */
+  host: string;
+  /** `Host` header for the origin; default the request URL's host. */
+  hostHeader?: string;
+  /** The visitor's address, appended to `X-Forwarded-For`. */
+  clientIp: string;
+  /** Headers set on every request to the origin (`cf-connecting-ip`, `cf-ray`, …). */
+  headers: Record<string, string>;
+  /** At most one call reaches the origin; a second fails the invocation with this (snippets: 1201). */
+  once?: { code: number; message: string };
+}
+
+/** `serve`'s context: what `fetch` learns from a Request, and what to do with the answer. */
+export interface ServeContext extends FetchContext {
+  /** The URL the script sees (`request.url`). */
+  url: string;
+  /** Request headers (lower case) not passed to the script. */
+  dropHeaders?: ReadonlySet<string>;
+  /** Set on the answer, the script's or a failure's. */
+  responseHeaders?: Record<string, string>;
 }
 
 export interface ScriptHost {
@@ -138,6 +172,18 @@ export interface ScriptHost {
   load(tenant: string, scriptId: string, opts: LoadOptions): Promise<void>;
   /** Runs the script's `fetch` handler; failures come back as the platform's error response. */
   fetch(tenant: string, scriptId: string, req: Request, ctx?: FetchContext): Promise<Response>;
+  /**
+   * `fetch` for a request that arrived on a Node HTTP server: the body and the answer are piped
+   * between the sockets without Fetch API objects (the edge's hot path). Resolves when the answer
+   * is written (or the client went away).
+   */
+  serve(
+    tenant: string,
+    scriptId: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: ServeContext,
+  ): Promise<void>;
   unload(tenant: string, scriptId: string): Promise<void>;
   has(tenant: string, scriptId: string): boolean;
   close(): Promise<void>;

@@ -1,10 +1,19 @@
 /**
- * The modules the host adds beside a user's script. The wrapper becomes the worker's main module:
- * it restores the caller's URL, exposes `request.cf` as `request.edge` too, runs the user's
- * `fetch` inside an async context that carries the invocation id, and turns an uncaught exception
- * into a marked 500 the host reports. The prelude (evaluated before any user module) makes every
- * `fetch()` and every call to a Node binding carry that invocation id, so the host can count and
- * attribute subrequests, and turns the host's refusals into exceptions in the script.
+ * The modules the host adds beside a user's script.
+ *
+ * - The **wrapper** becomes the worker's main module: it checks that the request comes from the
+ *   host (the instance key), restores the caller's URL, exposes `request.cf` as `request.edge` too,
+ *   runs the user's `fetch` inside an async context holding the invocation's state, and turns an
+ *   uncaught exception or a limit the invocation ran into into a marked answer the host reports.
+ * - The **prelude** (evaluated before any user module) replaces `fetch()`: every call is counted
+ *   against the invocation's subrequest limit here, inside the invocation; a bodiless call to the
+ *   request's own host goes straight to the origin address the host granted (one hop, no Node in
+ *   between); every other call goes to the host's outbound server with the invocation id, the
+ *   count and the instance key. Calls to Node bindings carry the invocation id too.
+ * - The **net** module is a wrapped binding holding the origin connections and the instance key.
+ *   The prelude claims it once, at its own evaluation, before any user code runs; a later claim
+ *   (from a script importing `cloudflare:workers`) throws, so a script never holds the origin
+ *   connections or the key and cannot go around the count.
  */
 
 /** Header names on the private hop between the host and the runtime. */
@@ -12,28 +21,116 @@ export const H = {
   invocation: 'x-outpost-rt-invocation',
   binding: 'x-outpost-rt-binding',
   url: 'x-outpost-rt-url',
+  /** The instance key: proves a request to the runtime, or a call back to Node, is the host's own. */
+  key: 'x-outpost-rt-key',
+  /** JSON `Grant`: the invocation's subrequest limit and direct origin. */
+  grant: 'x-outpost-rt-grant',
+  /** Subrequests made so far by the invocation (on outbound calls to Node). */
+  count: 'x-outpost-rt-count',
   scriptError: 'x-outpost-rt-script-error',
+  /** JSON `{kind, code?, message}`: a limit the invocation ran into inside the runtime. */
+  failure: 'x-outpost-rt-failure',
   outboundError: 'x-outpost-rt-outbound-error',
   cfBlob: 'MF-CF-Blob',
 } as const;
+
+/** What the host grants one invocation (sent as JSON in `H.grant`). */
+export interface Grant {
+  limit?: number;
+  origin?: {
+    /** Index of the origin connection in the net binding. */
+    i: number;
+    /** Requests to this host name go to the origin. */
+    host: string;
+    /** `Host` header for the origin (default: the request URL's host). */
+    hostHeader?: string;
+    /** Appended to `X-Forwarded-For`. */
+    clientIp: string;
+    /** Set on every origin request (`cf-connecting-ip`, `cf-ray`, …). */
+    headers: Record<string, string>;
+    /** At most one call to the origin; a second one fails the invocation with this. */
+    once?: { code: number; message: string };
+  };
+}
 
 export const PRELUDE_MODULE = '__outpost_prelude.js';
 export const WRAPPER_MODULE = '__outpost_main.js';
 /** JSON binding with the wrapper's settings; removed from the user's `env`. */
 export const CONFIG_BINDING = '__OUTPOST_RUNTIME';
+/** The wrapped binding the prelude claims (origin connections and the instance key). */
+export const NET_BINDING = '__OUTPOST_NET';
+/** Inner bindings of the net module. */
+export const NET_KEY_BINDING = 'KEY';
+export const netOriginBinding = (i: number): string => `ORIGIN_${i}`;
+
+/** The wrapped binding: hands its inner bindings to the first caller only. */
+export function netSource(origins: number): string {
+  return `export default function (inner) {
+  let claimed = false;
+  return {
+    claim() {
+      if (claimed) throw new Error('this binding is reserved for the runtime');
+      claimed = true;
+      const origins = [];
+      for (let i = 0; i < ${origins}; i++) origins.push(inner['ORIGIN_' + i]);
+      return { key: inner.${NET_KEY_BINDING}, origins };
+    },
+  };
+}
+`;
+}
 
 export function preludeSource(): string {
-  return `import { AsyncLocalStorage } from 'node:async_hooks';
-export const als = new AsyncLocalStorage();
+  return `import * as workers from 'cloudflare:workers';
+import { AsyncLocalStorage } from 'node:async_hooks';
+const als = new AsyncLocalStorage();
 const H_INV = ${JSON.stringify(H.invocation)};
 const H_URL = ${JSON.stringify(H.url)};
+const H_KEY = ${JSON.stringify(H.key)};
+const H_GRANT = ${JSON.stringify(H.grant)};
+const H_COUNT = ${JSON.stringify(H.count)};
 const H_BINDING = ${JSON.stringify(H.binding)};
 const H_OUT_ERR = ${JSON.stringify(H.outboundError)};
+const NET = ${JSON.stringify(NET_BINDING)};
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const MAX_REDIRECTS = 20;
 const nativeFetch = globalThis.fetch;
-function tag(input, init) {
-  const req = new Request(input, init);
-  const store = als.getStore();
-  if (store !== undefined) req.headers.set(H_INV, store);
+// Claimed before any user module is evaluated; on a runtime without an importable env, at the
+// first request (user code cannot reach env before that).
+let net;
+function claim(env) {
+  if (net === undefined && env !== undefined && env !== null && env[NET] !== undefined) net = env[NET].claim();
+  return net;
+}
+try { claim(workers.env); } catch {}
+const genuine = new WeakSet();
+
+/** The state of the invocation a request from the host starts, or undefined if it is not the host's. */
+export function enter(request, env) {
+  const n = claim(env);
+  const key = request.headers.get(H_KEY);
+  if (n === undefined || key === null || key !== n.key) return undefined;
+  let grant = {};
+  try { grant = JSON.parse(request.headers.get(H_GRANT) ?? '{}'); } catch {}
+  const state = { id: request.headers.get(H_INV), limit: grant.limit, origin: grant.origin, count: 0, originCalls: 0, failure: undefined };
+  genuine.add(state);
+  return state;
+}
+export function run(state, fn) {
+  if (!genuine.has(state)) throw new Error('not an invocation of this runtime');
+  return als.run(state, fn);
+}
+function fail(state, kind, code, message) {
+  state.failure ??= { kind, code, message };
+  return new Error(message);
+}
+function tag(req, state) {
+  if (state !== undefined) {
+    req.headers.set(H_INV, state.id);
+    req.headers.set(H_COUNT, String(state.count));
+    if (net !== undefined) req.headers.set(H_KEY, net.key);
+  }
   req.headers.set(H_URL, req.url);
   return req;
 }
@@ -45,11 +142,57 @@ async function checked(res) {
   }
   return res;
 }
+function viaHost(req, state) {
+  return nativeFetch(tag(req, state)).then(checked);
+}
+async function toOrigin(req, url, state, o, hops) {
+  if (o.once !== undefined && ++state.originCalls > 1) throw fail(state, 'limit', o.once.code, o.once.message);
+  const conn = net?.origins[o.i];
+  // Bodies take the host's path, where a failed origin is answered with the edge's error page.
+  if (conn === undefined || req.body !== null) return viaHost(req, state);
+  const headers = new Headers();
+  for (const [name, value] of req.headers) if (!HOP_BY_HOP.has(name) && !name.startsWith('x-outpost-rt-')) headers.append(name, value);
+  const prior = req.headers.get('x-forwarded-for');
+  headers.set('x-forwarded-for', prior && !prior.endsWith(o.clientIp) ? prior + ', ' + o.clientIp : (prior ?? o.clientIp));
+  for (const [name, value] of Object.entries(o.headers)) headers.set(name, value);
+  let res;
+  try {
+    res = await conn.fetch('http://' + (o.hostHeader ?? url.host) + url.pathname + url.search, { method: req.method, headers, redirect: 'manual' });
+  } catch {
+    // Not connected: the host retries and answers with the edge's error page (521, 522, 502…).
+    return viaHost(req, state);
+  }
+  return follow(req, url, res, hops);
+}
+function follow(req, url, res, hops) {
+  if (req.redirect === 'manual' || !REDIRECTS.has(res.status) || !res.headers.has('location')) return res;
+  if (req.redirect === 'error') throw new TypeError('fetch: redirect refused (redirect: "error")');
+  if (hops >= MAX_REDIRECTS) throw new TypeError('fetch: too many redirects');
+  const next = new URL(res.headers.get('location'), url);
+  const method = res.status === 303 || ((res.status === 301 || res.status === 302) && req.method === 'POST') ? 'GET' : req.method;
+  return counted(new Request(next, { method, headers: req.headers, redirect: 'follow' }), hops + 1);
+}
+async function counted(req, hops) {
+  const state = als.getStore();
+  if (state === undefined) return viaHost(req, undefined);
+  if (state.failure !== undefined) throw new Error(state.failure.message);
+  state.count++;
+  if (state.limit !== undefined && state.count > state.limit)
+    throw fail(state, 'subrequests', undefined, 'Too many subrequests: the limit is ' + state.limit + ' per request');
+  const o = state.origin;
+  if (o !== undefined) {
+    const url = new URL(req.url);
+    if (url.hostname === o.host) return toOrigin(req, url, state, o, hops);
+  }
+  return viaHost(req, state);
+}
 export function wrapFetcher(fetcher, name) {
   return new Proxy(fetcher, {
     get(target, prop) {
       if (prop === 'fetch') return (input, init) => {
-        const req = tag(input, init);
+        const req = tag(new Request(input, init), als.getStore());
+        req.headers.delete(H_COUNT);
+        req.headers.delete(H_KEY);
         req.headers.set(H_BINDING, name);
         return target.fetch(req).then(checked);
       };
@@ -59,7 +202,7 @@ export function wrapFetcher(fetcher, name) {
   });
 }
 Object.defineProperty(globalThis, 'fetch', {
-  value: function fetch(input, init) { return nativeFetch(tag(input, init)).then(checked); },
+  value: async function fetch(input, init) { return counted(new Request(input, init), 0); },
   writable: true,
   configurable: true,
   enumerable: true,
@@ -70,11 +213,13 @@ Object.defineProperty(globalThis, 'fetch', {
 /** The generated main module for a script whose own main module is `userMain`. */
 export function wrapperSource(userMain: string, isEsm: boolean): string {
   const spec = JSON.stringify('./' + userMain);
-  return `import { als, wrapFetcher } from './${PRELUDE_MODULE}';
+  return `import { enter, run, wrapFetcher } from './${PRELUDE_MODULE}';
 import * as userModule from ${spec};
-${isEsm ? `export * from ${spec};\n` : ''}const H_INV = ${JSON.stringify(H.invocation)};
+${isEsm ? `export * from ${spec};\n` : ''}const INTERNAL = [${[H.invocation, H.url, H.key, H.grant].map((h) => JSON.stringify(h)).join(', ')}];
 const H_URL = ${JSON.stringify(H.url)};
 const H_ERR = ${JSON.stringify(H.scriptError)};
+const H_FAILURE = ${JSON.stringify(H.failure)};
+const HIDDEN = [${JSON.stringify(CONFIG_BINDING)}, ${JSON.stringify(NET_BINDING)}];
 const CONFIG = ${JSON.stringify(CONFIG_BINDING)};
 let userEnv;
 function envFor(env) {
@@ -82,7 +227,7 @@ function envFor(env) {
   const cfg = env[CONFIG] ?? { nodeBindings: [] };
   const out = {};
   for (const key of Object.keys(env)) {
-    if (key === CONFIG) continue;
+    if (HIDDEN.includes(key)) continue;
     out[key] = cfg.nodeBindings.includes(key) ? wrapFetcher(env[key], key) : env[key];
   }
   return (userEnv = Object.freeze(out));
@@ -110,24 +255,28 @@ async function invoke(handler, request, env, ctx) {
 }
 export default {
   async fetch(request, env, ctx) {
-    const id = request.headers.get(H_INV);
+    const state = enter(request, env);
     const url = request.headers.get(H_URL);
-    if (id === null || url === null) return new Response('Forbidden', { status: 403 });
+    if (state === undefined || url === null) return new Response('Forbidden', { status: 403 });
     const headers = new Headers(request.headers);
-    headers.delete(H_INV);
-    headers.delete(H_URL);
+    for (const name of INTERNAL) headers.delete(name);
     const hasBody = request.method !== 'GET' && request.method !== 'HEAD';
     const req = new Request(url, { method: request.method, headers, body: hasBody ? request.body : null, cf: request.cf, redirect: 'manual' });
     Object.defineProperty(req, 'edge', { get() { return this.cf; }, configurable: true });
-    return als.run(id, async () => {
+    const res = await run(state, async () => {
       try {
-        const res = await invoke(userModule.default, req, envFor(env), ctx);
-        if (!(res instanceof Response)) throw new TypeError('The fetch handler did not return a Response');
-        return res;
+        const r = await invoke(userModule.default, req, envFor(env), ctx);
+        if (!(r instanceof Response)) throw new TypeError('The fetch handler did not return a Response');
+        return r;
       } catch (err) {
-        return failure(err);
+        return state.failure === undefined ? failure(err) : undefined;
       }
     });
+    if (state.failure !== undefined) {
+      try { await res?.body?.cancel(); } catch {}
+      return new Response(null, { status: 500, headers: { [H_FAILURE]: JSON.stringify(state.failure) } });
+    }
+    return res;
   },
 };
 `;

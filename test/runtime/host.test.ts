@@ -3,6 +3,8 @@
  * tenants, Node service bindings, outbound interception and subrequest limits, exceptions and
  * syntax errors with locations, and the CPU watchdog replacing a runaway instance.
  */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/log.ts';
 import {
@@ -10,6 +12,7 @@ import {
   FAILURE_HEADER,
   ScriptError,
   ScriptLimitError,
+  type DirectOrigin,
   type LoadOptions,
   type ScriptHost,
 } from '../../src/runtime/index.ts';
@@ -296,5 +299,131 @@ describe('bindings and outbound', () => {
     });
     const res = await host.fetch('t2', 'limited', new Request('http://x/'));
     expect(await res.text()).toBe('custom 1234 not allowed');
+  });
+});
+
+describe('direct origin (the hot path)', () => {
+  let origin: http.Server;
+  let address: string;
+  const seenAtOrigin: http.IncomingHttpHeaders[] = [];
+  beforeAll(async () => {
+    origin = http.createServer((req, res) => {
+      seenAtOrigin.push({ ...req.headers, path: req.url });
+      res.setHeader('content-type', 'text/plain');
+      res.end(`origin ${req.method} ${req.url}`);
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    address = `127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  });
+  afterAll(() => origin.close());
+
+  const direct = (once = false): DirectOrigin => ({
+    address,
+    host: 'www.direct.test',
+    clientIp: '192.0.2.7',
+    headers: { 'cf-ray': 'abc-OUT', 'cf-connecting-ip': '192.0.2.7' },
+    once: once ? { code: 1201, message: 'once only' } : undefined,
+  });
+  /** Runs requests until the instance holds a connection to the origin (it restarts in the background). */
+  async function untilDirect(tenant: string, script: string, o: DirectOrigin): Promise<Response> {
+    for (let i = 0; i < 100; i++) {
+      const before = outboundCalls;
+      const res = await host.fetch(tenant, script, new Request('http://www.direct.test/p?q=1'), {
+        origin: o,
+      });
+      if (outboundCalls === before) return res;
+      await res.body?.cancel();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('the runtime never connected to the origin directly');
+  }
+  let outboundCalls = 0;
+  const outbound = async (req: Request) => {
+    outboundCalls++;
+    return new Response(`via node ${new URL(req.url).pathname}`);
+  };
+
+  it('sends same-host fetch() from the runtime straight to the origin with the platform headers', async () => {
+    await host.load('t3', 'proxy', {
+      ...esm(`export default { async fetch(req) {
+        const res = await fetch(req);
+        return new Response('script saw: ' + (await res.text()), { headers: { 'x-script': '1' } });
+      } }`),
+      limits: { subrequests: 5 },
+      outbound,
+    });
+    const res = await untilDirect('t3', 'proxy', direct());
+    expect(await res.text()).toBe('script saw: origin GET /p?q=1');
+    const last = seenAtOrigin.at(-1)!;
+    expect(last.host).toBe('www.direct.test');
+    expect(last['cf-ray']).toBe('abc-OUT');
+    expect(last['x-forwarded-for']).toBe('192.0.2.7');
+    expect(Object.keys(last).some((h) => h.startsWith('x-outpost-rt-'))).toBe(false);
+    // Another host still goes through the outbound handler.
+    await host.load('t3', 'other', {
+      ...esm(`export default { async fetch() { return fetch('http://elsewhere.test/x'); } }`),
+      outbound,
+    });
+    const before = outboundCalls;
+    const other = await host.fetch('t3', 'other', new Request('http://www.direct.test/'), {
+      origin: direct(),
+    });
+    expect(await other.text()).toBe('via node /x');
+    expect(outboundCalls).toBe(before + 1);
+  });
+
+  it('counts direct calls toward the subrequest limit and keeps fetch(request) to one call when asked', async () => {
+    await host.load('t3', 'many', {
+      ...esm(`export default { async fetch(req) {
+        for (let i = 0; i < 3; i++) { try { await (await fetch('http://www.direct.test/' + i)).text(); } catch {} }
+        return new Response('swallowed');
+      } }`),
+      limits: { subrequests: 2 },
+      outbound,
+    });
+    const over = await untilDirect('t3', 'many', direct());
+    expect(over.headers.get(FAILURE_HEADER)).toBe('subrequests');
+    const before = outboundCalls;
+    const twice = await host.fetch('t3', 'many', new Request('http://www.direct.test/'), {
+      origin: direct(true),
+    });
+    expect(twice.headers.get(FAILURE_HEADER)).toBe('limit');
+    expect(outboundCalls).toBe(before);
+  });
+
+  it('keeps the origin connections and the instance key away from scripts', async () => {
+    await host.load('t3', 'snoop', {
+      ...esm(`import { env } from 'cloudflare:workers';
+      export default { async fetch(req, handlerEnv) {
+        let claimed;
+        try { env.${'__OUTPOST_NET'}.claim(); claimed = 'claimed'; } catch (e) { claimed = e.message; }
+        return Response.json({ claimed, hidden: Object.keys(handlerEnv) });
+      } }`),
+      outbound,
+    });
+    const res = await host.fetch('t3', 'snoop', new Request('http://www.direct.test/'));
+    expect(await res.json()).toEqual({
+      claimed: 'this binding is reserved for the runtime',
+      hidden: [],
+    });
+  });
+
+  it('falls back to outbound when the origin refuses the connection', async () => {
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const deadAddress = `127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => closed.close(() => r()));
+    await host.load('t4', 'proxy', {
+      ...esm(`export default { async fetch(req) { return fetch(req); } }`),
+      outbound,
+    });
+    const o = { ...direct(), address: deadAddress };
+    for (let i = 0; i < 15; i++) {
+      const res = await host.fetch('t4', 'proxy', new Request('http://www.direct.test/dead'), {
+        origin: o,
+      });
+      expect(await res.text()).toBe('via node /dead');
+      await new Promise((r) => setTimeout(r, 100));
+    }
   });
 });

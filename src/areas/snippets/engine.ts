@@ -6,14 +6,16 @@
  * other `fetch()` is a subrequest to the network. Every `fetch()` counts toward the subrequest
  * limit (1202). CPU and memory overruns (1203, 1204) come from the runtime's watchdog.
  */
+import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from '../../core/log.ts';
-import type { EdgeRequest, OriginFetcher } from '../../edge/index.ts';
+import { platformHeaders, type EdgeRequest, type OriginFetcher } from '../../edge/index.ts';
 import {
   FAILURE_HEADER,
   networkFetch,
   ScriptError,
   ScriptLimitError,
+  type DirectOrigin,
   type InvocationInfo,
   type LoadOptions,
   type ScriptFailure,
@@ -24,6 +26,7 @@ import { CF_OVERRIDE_HEADER, type Cf } from './cf.ts';
 import type { StoredSnippet } from './store.ts';
 
 export const ENTRY_MODULE = '__snippet_entry.js';
+const ONCE_MESSAGE = 'fetch(request) was called more than once for the same request';
 export const GUARD_MODULE = '__snippet_guard.js';
 
 /** Platform error codes of snippet execution. */
@@ -46,6 +49,8 @@ const HOP_BY_HOP = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
+/** Visitor request headers a snippet never sees. */
+const VISITOR_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, CF_OVERRIDE_HEADER]);
 
 export interface EngineLimits {
   cpuMs: number;
@@ -193,6 +198,24 @@ export class SnippetEngine {
   async run(er: EdgeRequest, names: string[], cf: Cf): Promise<void> {
     const res = er.res!;
     const chain: Chain = { er, zoneId: er.route.zoneId, names, cf };
+    // One snippet (the common case): the visitor's socket is piped to the runtime and back.
+    if (names.length === 1 && (await this.ensure(chain.zoneId, names[0]))) {
+      const link: Link = { chain, index: 0, originCalls: 0 };
+      try {
+        await this.host.serve(SnippetEngine.tenant(chain.zoneId), names[0], er.req, res, {
+          url: visitorUrl(er),
+          dropHeaders: VISITOR_DROPPED,
+          responseHeaders: { 'cf-ray': `${er.rayId}-OUT` },
+          cf,
+          context: link,
+          origin: directOrigin(er),
+        });
+      } catch (err) {
+        this.log.error({ err, ray: er.rayId }, 'snippet failed');
+        if (!res.headersSent) await writeResponse(errorPage(1205, er, (err as Error).message), res);
+      }
+      return;
+    }
     let response: Response;
     try {
       response = await this.step(chain, 0, visitorRequest(er));
@@ -227,9 +250,11 @@ export class SnippetEngine {
       return r;
     }
     const link: Link = { chain, index, originCalls: 0 };
+    const last = index === chain.names.length - 1;
     const response = await this.host.fetch(SnippetEngine.tenant(chain.zoneId), name, request, {
       cf: chain.cf,
       context: link,
+      origin: last ? directOrigin(chain.er) : undefined,
     });
     // A failure anywhere answers the visitor; an inner one is also what the outer snippet's
     // fetch() sees, so keep a copy of it.
@@ -244,16 +269,29 @@ export class SnippetEngine {
     const { er } = link.chain;
     if (new URL(req.url).hostname === er.host) {
       link.originCalls++;
-      if (link.originCalls > 1)
-        throw new ScriptLimitError(
-          'limit',
-          'fetch(request) was called more than once for the same request',
-          1201,
-        );
+      if (link.originCalls > 1) throw new ScriptLimitError('limit', ONCE_MESSAGE, 1201);
       return this.step(link.chain, link.index + 1, req);
     }
     return networkFetch(req);
   }
+}
+
+/**
+ * The last snippet's `fetch(request)` may go from the runtime straight to an address origin over
+ * plain HTTP; names (tunnels, external hosts) and TLS origins go through the edge's fetcher.
+ */
+function directOrigin(er: EdgeRequest): DirectOrigin | undefined {
+  const { origin } = er;
+  if (origin.protocol !== 'http:' || isIP(origin.host) === 0) return undefined;
+  return {
+    address:
+      isIP(origin.host) === 6 ? `[${origin.host}]:${origin.port}` : `${origin.host}:${origin.port}`,
+    host: er.host,
+    hostHeader: origin.hostHeader,
+    clientIp: er.clientIp,
+    headers: platformHeaders(er),
+    once: { code: 1201, message: ONCE_MESSAGE },
+  };
 }
 
 /** The visitor's request as a Fetch API Request (its body streamed, not buffered). */
@@ -272,7 +310,11 @@ function visitorRequest(er: EdgeRequest): Request {
     init.body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
     init.duplex = 'half';
   }
-  return new Request(`${er.scheme}://${req.headers.host ?? er.host}${req.url ?? '/'}`, init);
+  return new Request(visitorUrl(er), init);
+}
+
+function visitorUrl(er: EdgeRequest): string {
+  return `${er.scheme}://${er.req.headers.host ?? er.host}${er.req.url ?? '/'}`;
 }
 
 function failureResponse(f: ScriptFailure): Response {
