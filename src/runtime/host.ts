@@ -35,7 +35,7 @@ import {
   wrapperSource,
   type Grant,
 } from './modules.ts';
-import { claimNewestRuntimeChild, cpuNs, releaseRuntimeChild, rssBytes } from './proc.ts';
+import { claimNewestRuntimeChild, releaseRuntimeChild, rssBytes, schedNs } from './proc.ts';
 
 export interface HostOptions {
   log: Logger;
@@ -81,7 +81,7 @@ const MODULE_ROOT = '/outpost-script';
 const NET_WORKER = 'outpost-net';
 /** Origin addresses a tenant's instance keeps connections for; beyond it, origins go through Node. */
 const MAX_DIRECT_ORIGINS = 16;
-/** A watchdog interval in which the runtime used less than this share of one core is idle. */
+/** A watchdog interval in which the runtime wanted the CPU for less than this share is idle. */
 const IDLE_SHARE = 0.2;
 /** Bodies up to this size are read whole instead of streamed. */
 const BUFFER_LIMIT = 256 * 1024;
@@ -123,6 +123,7 @@ class Instance {
   readonly servers: http.Server[] = [];
   /** Watchdog state: CPU at the last sample, continuous busy time without progress. */
   lastCpu?: number;
+  lastRunnable = 0;
   lastSampleAt = 0;
   busyNs = 0;
   progress = false;
@@ -922,10 +923,10 @@ class MiniflareScriptHost implements ScriptHost {
       for (const t of this.tenants.values()) if (t.instance) t.instance.lastCpu = undefined;
       return;
     }
-    const readings: [Instance, number][] = [];
+    const readings: [Instance, { cpu: number; runnable: number }][] = [];
     for (const inst of busy) {
-      const cpu = cpuNs(inst.pid!);
-      if (cpu !== undefined) readings.push([inst, cpu]);
+      const reading = schedNs(inst.pid!);
+      if (reading !== undefined) readings.push([inst, reading]);
     }
     const at = performance.now();
     // Judge after this turn's I/O callbacks have run: a response or subrequest that arrived while
@@ -933,17 +934,20 @@ class MiniflareScriptHost implements ScriptHost {
     setImmediate(() => this.judge(readings, at));
   }
 
-  private judge(readings: [Instance, number][], at: number): void {
-    for (const [inst, cpu] of readings) {
+  private judge(readings: [Instance, { cpu: number; runnable: number }][], at: number): void {
+    for (const [inst, { cpu, runnable }] of readings) {
       if (inst.dead) continue;
       const wallNs = (at - inst.lastSampleAt) * 1e6;
       const used = inst.lastCpu === undefined ? 0 : cpu - inst.lastCpu;
-      // Progress, or a mostly idle interval (the runtime was waiting, not spinning), ends a streak.
-      if (inst.lastCpu === undefined || inst.progress || used < wallNs * IDLE_SHARE)
+      const wanted = runnable - inst.lastRunnable;
+      // Progress, or a mostly idle interval (the runtime was sleeping, neither running nor waiting
+      // for a core), ends a streak. Only CPU time really used counts toward the limit.
+      if (inst.lastCpu === undefined || inst.progress || wanted < wallNs * IDLE_SHARE)
         inst.busyNs = 0;
       else inst.busyNs += used;
       inst.lastSampleAt = at;
       inst.lastCpu = cpu;
+      inst.lastRunnable = runnable;
       inst.progress = false;
       let cpuMs = 0;
       let memMb = 0;

@@ -67,21 +67,6 @@ export function releaseRuntimeChild(pid: number | undefined): void {
   if (pid !== undefined) claimed.delete(pid);
 }
 
-/**
- * CPU time of the process's main thread in ns (`schedstat`, ns resolution) — workerd runs its
- * isolates on the main thread's event loop — falling back to the whole process's ticks.
- */
-export function cpuNs(pid: number): number | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/schedstat`, 'latin1');
-    const n = Number(text.slice(0, text.indexOf(' ')));
-    if (Number.isFinite(n)) return n;
-  } catch {
-    // no schedstat (kernel without CONFIG_SCHEDSTATS): fall through
-  }
-  return readStat(pid)?.cpuNs;
-}
-
 /** Resident set size in bytes. */
 export function rssBytes(pid: number): number | undefined {
   try {
@@ -90,4 +75,20 @@ export function rssBytes(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU time and run-queue wait of the process's main thread, ns (`schedstat`). Their sum is the
+ * time it wanted the CPU: a spinning script on a crowded machine waits much and runs little, an
+ * idle one does neither. Without schedstat, the wait counts as zero.
+ */
+export function schedNs(pid: number): { cpu: number; runnable: number } | undefined {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'latin1').split(' ').map(Number);
+    if (Number.isFinite(run) && Number.isFinite(wait)) return { cpu: run, runnable: run + wait };
+  } catch {
+    // no schedstat: fall through
+  }
+  const cpu = readStat(pid)?.cpuNs;
+  return cpu === undefined ? undefined : { cpu, runnable: cpu };
 }
