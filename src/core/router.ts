@@ -15,6 +15,7 @@ import type { AuthService, Principal, Target } from './auth.ts';
 import type { Level } from './permissions.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import { HEX32, UUID } from './ids.ts';
+import { parseJsonBody } from './json.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -302,11 +303,7 @@ export async function readBody(c: Context, limit: number): Promise<Buffer> {
 
 export function parseJson(buf: Buffer): unknown {
   if (buf.length === 0) return undefined;
-  try {
-    return JSON.parse(buf.toString('utf8'));
-  } catch (err) {
-    throw apiError('invalid_json', (err as Error).message);
-  }
+  return parseJsonBody(buf);
 }
 
 export { validationError };

@@ -11,6 +11,8 @@ import {
   type TestServer,
 } from '../support/server.ts';
 
+import { MAX_JSON_DEPTH } from '../../src/core/json.ts';
+
 const HEX32 = /^[0-9a-f]{32}$/;
 
 function expectFailure(res: CallResult, status: number, code?: number): void {
@@ -122,6 +124,48 @@ describe('request bodies', () => {
     const res = await t.call('POST', '/zones', { name: 42, account: { id: t.accountId } });
     expectFailure(res, 400);
     expect(res.body.errors[0].message).toMatch(/^name: /);
+  });
+
+  describe('JSON nesting depth', () => {
+    const nested = (depth: number, open = '[', close = ']') => open.repeat(depth) + close.repeat(depth);
+    const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    const eventPath = () => `/accounts/${t.accountId}/workflows/no-such-wf/instances/i1/events/ping`;
+
+    it('a body nested past the limit is a 400 naming the limit (arrays and objects)', async () => {
+      for (const body of [nested(5000), deepObject(5000), nested(MAX_JSON_DEPTH + 1, '[', ']')]) {
+        const res = await t.call('POST', eventPath(), body);
+        expectFailure(res, 400, 6007);
+        expect(res.body.errors[0].message).toContain(`deeper than ${MAX_JSON_DEPTH} levels`);
+      }
+      const create = await t.call('POST', `/accounts/${t.accountId}/workflows/no-such-wf/instances`, `{"params":${deepObject(5000)}}`);
+      expectFailure(create, 400, 6007);
+      // Brackets inside strings do not count.
+      const inString = await t.call('POST', '/zones', { name: '['.repeat(5000), account: { id: t.accountId } });
+      expectFailure(inString, 400, 1004);
+    });
+
+    it('JSON text of params nested past the limit is the same 400', async () => {
+      const res = await t.call('POST', `/accounts/${t.accountId}/workflows/no-such-wf/instances`, { params: deepObject(300) });
+      expectFailure(res, 400, 6007);
+      expect(res.body.errors[0].message).toContain('params');
+    });
+
+    it('a body at the limit reaches its handler', async () => {
+      const res = await t.call('POST', eventPath(), nested(MAX_JSON_DEPTH));
+      expectFailure(res, 404);
+    });
+
+    it('a multipart metadata part nested past the limit is a 400', async () => {
+      const form = new FormData();
+      form.append('metadata', new Blob([`{"main_module":"a.js","x":${deepObject(400)}}`], { type: 'application/json' }));
+      form.append('a.js', new Blob(['export default {}'], { type: 'application/javascript+module' }), 'a.js');
+      const res = await raw(`${t.api}/accounts/${t.accountId}/workers/scripts/deep`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${t.token}` },
+        body: form,
+      });
+      expectFailure(res, 400, 6007);
+    });
   });
 
   describe('body limit', () => {
