@@ -249,6 +249,33 @@ describe('authentication', () => {
     );
   });
 
+  it('every operation answers 401 without valid credentials, whatever its path ids and body', async () => {
+    const doc = (await t.call('GET', '/openapi.json')).body;
+    // Plain requests to the connector upgrade endpoints get 426: they only take upgrades, which
+    // authenticate with the tunnel token or API token during the upgrade.
+    const upgradeOnly = /^\/_outpost\/tunnel\/(connect|access)$/;
+    const bad: string[] = [];
+    let checked = 0;
+    for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(methods)) {
+        if (op.security.length === 0) continue;
+        const url = path.replace(/\{[a-z_]+\}/gi, 'not-an-id');
+        for (const headers of [{ authorization: '' }, { authorization: 'Bearer not-a-real-token' }]) {
+          const res = await raw(`${t.url}${url.startsWith('/v1/') ? '' : '/client/v4'}${url}`, {
+            method: method.toUpperCase(),
+            headers: { ...headers, 'content-type': 'application/json' },
+            body: method === 'get' ? undefined : '{"broken',
+          });
+          checked++;
+          const want = upgradeOnly.test(path) ? 426 : 401;
+          if (res.status !== want) bad.push(`${method.toUpperCase()} ${path} (${headers.authorization || 'none'}): ${res.status} ${res.text.slice(0, 120)}`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+    expect(bad).toEqual([]);
+  });
+
   it('authentication is checked before the body is read', async () => {
     expectFailure(await t.call('POST', '/zones', '{broken', { authorization: '' }), 401, 10000);
   });
