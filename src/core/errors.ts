@@ -16,6 +16,11 @@ export interface ErrorSpec {
 export const CODES = {
   // --- generic request handling -------------------------------------------------------------
   invalid_json: { code: 6007, status: 400, message: 'Malformed JSON in request body: {0}' },
+  json_too_deep: {
+    code: 6007,
+    status: 400,
+    message: 'Malformed JSON in {0}: nested deeper than {1} levels of arrays and objects (the limit)',
+  },
   validation: { code: 1004, status: 400, message: '{0}' },
   body_too_large: { code: 6012, status: 413, message: 'Request body exceeds the limit of {0} bytes' },
   no_route: { code: 7003, status: 404, message: 'No route for the URI' },

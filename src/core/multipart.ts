@@ -6,6 +6,7 @@
  * another content type — from the body's first line (`--<boundary>\r\n`).
  */
 import { apiError, ApiError, CODES } from './errors.ts';
+import { assertJsonDepth } from './json.ts';
 
 export interface FilePart {
   field: string;
@@ -36,6 +37,19 @@ export function boundaryOf(contentType: string | undefined, body: Buffer): strin
   const head = body.subarray(0, 200).toString('latin1');
   const sniff = /^--([!-~]{1,70})\r?\n/.exec(head);
   return sniff?.[1];
+}
+
+/** A JSON `metadata` part: depth-bounded like every JSON body, and an object. */
+function metadataPart(data: Buffer): Record<string, unknown> {
+  assertJsonDepth(data, 'the metadata part');
+  let value: unknown;
+  try {
+    value = JSON.parse(data.toString('utf8'));
+  } catch (err) {
+    throw bad(`metadata: not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad('metadata: must be a JSON object');
+  return value as Record<string, unknown>;
 }
 
 function bad(message: string): ApiError {
@@ -149,15 +163,11 @@ export function parseMultipart(contentType: string | undefined, body: Buffer): M
   const form: MultipartForm = { metadata: {}, fields: {}, files: [] };
   for (const part of splitParts(body, boundary)) {
     if (part.name === 'metadata' && part.filename === undefined) {
-      try {
-        form.metadata = { ...form.metadata, ...(JSON.parse(part.data.toString('utf8')) as object) };
-      } catch (err) {
-        throw bad(`metadata: not valid JSON (${(err as Error).message})`);
-      }
+      form.metadata = { ...form.metadata, ...metadataPart(part.data) };
       continue;
     }
     if (part.name === 'metadata' && part.filename !== undefined && /json/.test(part.type)) {
-      form.metadata = { ...form.metadata, ...(JSON.parse(part.data.toString('utf8')) as object) };
+      form.metadata = { ...form.metadata, ...metadataPart(part.data) };
       continue;
     }
     const bracket = /^([^[\]]+)((?:\[[^\]]*\])+)$/.exec(part.name);

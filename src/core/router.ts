@@ -1,7 +1,7 @@
 /**
  * Declarative routes. Each route states its method, path (as written in the spec), the permission
- * it needs and the zod schemas of its query and body; the router does the rest in one place:
- * identifier checks, authentication, rate limiting, authorisation against the resource in the path,
+ * it needs and the zod schemas of its query and body; the router does the rest in one place, in
+ * this order: authentication, rate limiting, identifier checks, authorisation against the resource in the path,
  * query and body parsing (JSON, size limit), validation, and the envelope. The same declarations
  * produce the OpenAPI document served at `/client/v4/openapi.json`.
  */
@@ -15,6 +15,7 @@ import type { AuthService, Principal, Target } from './auth.ts';
 import type { Level } from './permissions.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import { HEX32, UUID } from './ids.ts';
+import { parseJsonBody } from './json.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -42,6 +43,11 @@ export interface RouteSpec<B extends ZodType | undefined, Q extends ZodType | un
   bodyType?: 'json' | 'multipart' | 'raw';
   /** Formats of path parameters; `account_id` and `zone_id` are 32-hex unless stated. */
   params?: Record<string, ParamFormat>;
+  /**
+   * With `auth: 'custom'`: authenticates the request (throwing 401) before anything else about it
+   * is checked; what it returns reaches the handler as `req.authenticated`.
+   */
+  authenticate?: (c: Context, params: Record<string, string>) => Promise<unknown>;
   /** HTTP status of a success (default 200). */
   status?: number;
   tags?: string[];
@@ -55,6 +61,8 @@ export interface Req<B, Q> {
   form?: MultipartForm;
   raw?: Buffer;
   principal?: Principal;
+  /** What the route's own `authenticate` returned (custom-auth routes). */
+  authenticated?: unknown;
   /** Resources resolved from path parameters (e.g. the zone for `zone_id`). */
   resolved: Record<string, unknown>;
   rayId: string;
@@ -119,10 +127,13 @@ export class Router {
     handler: Handler<B, Q>,
   ): Promise<Response> {
     const params = c.req.param() as Record<string, string>;
-    this.checkParams(c, spec, params);
 
+    // Credentials first: a request without valid ones gets 401 whatever its path and body.
     let principal: Principal | undefined;
-    if (spec.auth !== 'public' && spec.auth !== 'custom') {
+    let authenticated: unknown;
+    if (spec.auth === 'custom') {
+      if (spec.authenticate) authenticated = await spec.authenticate(c, params);
+    } else if (spec.auth !== 'public') {
       principal = await this.auth.authenticate(c.req.raw.headers);
       const wait = this.opts.rateLimiter?.take(principal.id) ?? 0;
       if (wait > 0) {
@@ -130,6 +141,7 @@ export class Router {
         throw new ApiError(err.status, err.errors, { 'retry-after': String(wait) });
       }
     }
+    this.checkParams(c, spec, params);
 
     const resolved: Record<string, unknown> = {};
     if (typeof spec.auth === 'object' && principal) {
@@ -157,6 +169,7 @@ export class Router {
       query: query as Infer<Q>,
       body: undefined as Infer<B>,
       principal,
+      authenticated,
       resolved,
       rayId: c.get('rayId') as string,
     };
@@ -302,11 +315,7 @@ export async function readBody(c: Context, limit: number): Promise<Buffer> {
 
 export function parseJson(buf: Buffer): unknown {
   if (buf.length === 0) return undefined;
-  try {
-    return JSON.parse(buf.toString('utf8'));
-  } catch (err) {
-    throw apiError('invalid_json', (err as Error).message);
-  }
+  return parseJsonBody(buf);
 }
 
 export { validationError };

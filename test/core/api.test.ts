@@ -11,6 +11,8 @@ import {
   type TestServer,
 } from '../support/server.ts';
 
+import { MAX_JSON_DEPTH } from '../../src/core/json.ts';
+
 const HEX32 = /^[0-9a-f]{32}$/;
 
 function expectFailure(res: CallResult, status: number, code?: number): void {
@@ -124,6 +126,48 @@ describe('request bodies', () => {
     expect(res.body.errors[0].message).toMatch(/^name: /);
   });
 
+  describe('JSON nesting depth', () => {
+    const nested = (depth: number, open = '[', close = ']') => open.repeat(depth) + close.repeat(depth);
+    const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    const eventPath = () => `/accounts/${t.accountId}/workflows/no-such-wf/instances/i1/events/ping`;
+
+    it('a body nested past the limit is a 400 naming the limit (arrays and objects)', async () => {
+      for (const body of [nested(5000), deepObject(5000), nested(MAX_JSON_DEPTH + 1, '[', ']')]) {
+        const res = await t.call('POST', eventPath(), body);
+        expectFailure(res, 400, 6007);
+        expect(res.body.errors[0].message).toContain(`deeper than ${MAX_JSON_DEPTH} levels`);
+      }
+      const create = await t.call('POST', `/accounts/${t.accountId}/workflows/no-such-wf/instances`, `{"params":${deepObject(5000)}}`);
+      expectFailure(create, 400, 6007);
+      // Brackets inside strings do not count.
+      const inString = await t.call('POST', '/zones', { name: '['.repeat(5000), account: { id: t.accountId } });
+      expectFailure(inString, 400, 1004);
+    });
+
+    it('JSON text of params nested past the limit is the same 400', async () => {
+      const res = await t.call('POST', `/accounts/${t.accountId}/workflows/no-such-wf/instances`, { params: deepObject(300) });
+      expectFailure(res, 400, 6007);
+      expect(res.body.errors[0].message).toContain('params');
+    });
+
+    it('a body at the limit reaches its handler', async () => {
+      const res = await t.call('POST', eventPath(), nested(MAX_JSON_DEPTH));
+      expectFailure(res, 404);
+    });
+
+    it('a multipart metadata part nested past the limit is a 400', async () => {
+      const form = new FormData();
+      form.append('metadata', new Blob([`{"main_module":"a.js","x":${deepObject(400)}}`], { type: 'application/json' }));
+      form.append('a.js', new Blob(['export default {}'], { type: 'application/javascript+module' }), 'a.js');
+      const res = await raw(`${t.api}/accounts/${t.accountId}/workers/scripts/deep`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${t.token}` },
+        body: form,
+      });
+      expectFailure(res, 400, 6007);
+    });
+  });
+
   describe('body limit', () => {
     let small: TestServer;
     beforeAll(async () => {
@@ -203,6 +247,33 @@ describe('authentication', () => {
       401,
       10000,
     );
+  });
+
+  it('every operation answers 401 without valid credentials, whatever its path ids and body', async () => {
+    const doc = (await t.call('GET', '/openapi.json')).body;
+    // Plain requests to the connector upgrade endpoints get 426: they only take upgrades, which
+    // authenticate with the tunnel token or API token during the upgrade.
+    const upgradeOnly = /^\/_outpost\/tunnel\/(connect|access)$/;
+    const bad: string[] = [];
+    let checked = 0;
+    for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(methods)) {
+        if (op.security.length === 0) continue;
+        const url = path.replace(/\{[a-z_]+\}/gi, 'not-an-id');
+        for (const headers of [{ authorization: '' }, { authorization: 'Bearer not-a-real-token' }]) {
+          const res = await raw(`${t.url}${url.startsWith('/v1/') ? '' : '/client/v4'}${url}`, {
+            method: method.toUpperCase(),
+            headers: { ...headers, 'content-type': 'application/json' },
+            body: method === 'get' ? undefined : '{"broken',
+          });
+          checked++;
+          const want = upgradeOnly.test(path) ? 426 : 401;
+          if (res.status !== want) bad.push(`${method.toUpperCase()} ${path} (${headers.authorization || 'none'}): ${res.status} ${res.text.slice(0, 120)}`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+    expect(bad).toEqual([]);
   });
 
   it('authentication is checked before the body is read', async () => {

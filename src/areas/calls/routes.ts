@@ -4,6 +4,7 @@
  */
 import { timingSafeEqual, randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import type { Context } from 'hono';
 import type { AreaContext } from '../../core/area.ts';
 import { ApiError, apiError } from '../../core/errors.ts';
 import { hexId, secret } from '../../core/ids.ts';
@@ -101,6 +102,9 @@ export function mountRelayRoutes(ctx: AreaContext, state: RelayState): void {
     return doc.body;
   };
 
+  /** Route option: the key secret authenticates the request before its path and body are checked. */
+  const byKey = { authenticate: (c: Context, params: Record<string, string>) => authenticateKey(c.req.header('authorization'), params.key_id) };
+
   const mint = (key: TurnKey, ttl: number) => {
     const expiry = Math.floor(clock.now().getTime() / 1000) + ttl;
     const username = `${expiry}:${key.uid}.${randomBytes(4).toString('hex')}`;
@@ -108,26 +112,23 @@ export function mountRelayRoutes(ctx: AreaContext, state: RelayState): void {
   };
 
   router.add(
-    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/generate', operationId: 'relay-credentials-generate', summary: 'Mint a short-lived relay credential (spec form: one ICE server object)', auth: 'custom', params: KEY_ID, body: GenerateBody, status: 201, tags },
-    async ({ c, params, body }) => {
-      const key = await authenticateKey(c.req.header('authorization'), params.key_id);
-      const cred = mint(key, body?.ttl ?? DEFAULT_TTL);
+    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/generate', operationId: 'relay-credentials-generate', summary: 'Mint a short-lived relay credential (spec form: one ICE server object)', auth: 'custom', ...byKey, params: KEY_ID, body: GenerateBody, status: 201, tags },
+    async ({ c, authenticated, body }) => {
+      const cred = mint(authenticated as TurnKey, body?.ttl ?? DEFAULT_TTL);
       return c.json({ iceServers: { urls: iceUrls(state.host, state.ports), ...cred } }, 201);
     },
   );
 
   router.add(
-    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/generate-ice-servers', operationId: 'relay-credentials-generate-ice-servers', summary: 'Mint a short-lived relay credential (official form: an ICE server array)', auth: 'custom', params: KEY_ID, body: GenerateBody, status: 201, tags },
-    async ({ c, params, body }) => {
-      const key = await authenticateKey(c.req.header('authorization'), params.key_id);
-      const cred = mint(key, body?.ttl ?? DEFAULT_TTL);
+    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/generate-ice-servers', operationId: 'relay-credentials-generate-ice-servers', summary: 'Mint a short-lived relay credential (official form: an ICE server array)', auth: 'custom', ...byKey, params: KEY_ID, body: GenerateBody, status: 201, tags },
+    async ({ c, authenticated, body }) => {
+      const cred = mint(authenticated as TurnKey, body?.ttl ?? DEFAULT_TTL);
       const urls = iceUrls(state.host, state.ports);
       return c.json({ iceServers: [{ urls: urls.filter((u) => u.startsWith('stun:')) }, { urls: urls.filter((u) => !u.startsWith('stun:')), ...cred }] }, 201);
     },
   );
 
-  const revoke = async (keyUid: string, authorization: string | undefined, username: string): Promise<Response> => {
-    const key = await authenticateKey(authorization, keyUid);
+  const revoke = async (key: TurnKey, username: string): Promise<Response> => {
     const parsed = parseUsername(username);
     if (!parsed || (parsed.keyUid !== undefined && parsed.keyUid !== key.uid)) {
       throw new ApiError(400, [{ code: 1004, message: `username: ${username} was not minted by key ${key.uid}` }]);
@@ -148,11 +149,20 @@ export function mountRelayRoutes(ctx: AreaContext, state: RelayState): void {
   };
 
   router.add(
-    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/revoke', operationId: 'relay-credentials-revoke', summary: 'Revoke a credential (spec form: username in the body)', auth: 'custom', params: KEY_ID, body: RevokeBody, tags },
-    async ({ c, params, body }) => revoke(params.key_id, c.req.header('authorization'), body.username),
+    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/revoke', operationId: 'relay-credentials-revoke', summary: 'Revoke a credential (spec form: username in the body)', auth: 'custom', ...byKey, params: KEY_ID, body: RevokeBody, tags },
+    async ({ authenticated, body }) => revoke(authenticated as TurnKey, body.username),
   );
   router.add(
-    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/:username/revoke', operationId: 'relay-credentials-revoke-path', summary: 'Revoke a credential (official form: username in the path)', auth: 'custom', params: KEY_ID, tags },
-    async ({ c, params }) => revoke(params.key_id, c.req.header('authorization'), decodeURIComponent(params.username)),
+    { method: 'POST', path: '/v1/turn/keys/:key_id/credentials/:username/revoke', operationId: 'relay-credentials-revoke-path', summary: 'Revoke a credential (official form: username in the path)', auth: 'custom', ...byKey, params: KEY_ID, tags },
+    async ({ authenticated, params }) => revoke(authenticated as TurnKey, safeDecode(params.username)),
   );
+}
+
+/** Percent-decodes a path segment; text that is not valid percent-encoding stays as it is. */
+function safeDecode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }

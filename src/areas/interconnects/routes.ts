@@ -423,16 +423,13 @@ export function mountInterconnectRoutes(ctx: AreaContext, catalog: Catalog): voi
     async ({ params, body }) => {
       const accountId = params.account_id;
       await requireAccount(db, accountId);
-      if (body.default_asn !== undefined && body.default_asn !== null) {
-        const problem = asnProblem(body.default_asn);
-        if (problem) throw apiError('cni_invalid', `default_asn: ${problem}`);
-      }
+      const problem = asnProblem(body.default_asn);
+      if (problem) throw apiError('cni_invalid', `default_asn: ${problem}`);
       return bare(
         await db.transaction().execute(async (tx) => {
           await lockScope(tx, database.dialect, `cni:${accountId}`);
           const doc = await cniSettings.get(tx, accountId, SETTINGS_ID);
           const current = await readSettings(tx, accountId);
-          if (body.default_asn === undefined || body.default_asn === null) return current;
           const next = { ...current, default_asn: body.default_asn };
           if (doc) await cniSettings.update(tx, doc, next, clock.now());
           else await cniSettings.insert(tx, accountId, SETTINGS_ID, next, clock.now());

@@ -90,7 +90,8 @@ export const CniBody = z.object({
 });
 export type CniBody = z.infer<typeof CniBody>;
 
-export const SettingsBody = z.object({ default_asn: z.number().int().nullable().optional() });
+/** The settings have one field: a PUT must carry it, and nothing else (an unknown key is a 400). */
+export const SettingsBody = z.strictObject({ default_asn: z.number().int() });
 
 export const LinkBody = z.object({
   state: z.enum(['up', 'down', 'unhealthy']),

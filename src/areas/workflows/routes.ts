@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import type { AreaContext } from '../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
+import { assertJsonDepth } from '../../core/json.ts';
 import { uuid } from '../../core/ids.ts';
 import { pageFrom, pageOf } from '../../core/pagination.ts';
 import {
@@ -66,6 +67,7 @@ const params = {
 /** The `params` of a REST create: a JSON value, or (official client) JSON text of one. */
 function restParams(v: unknown): unknown {
   if (typeof v === 'string') {
+    assertJsonDepth(v, 'params');
     try {
       return JSON.parse(v) as unknown;
     } catch {

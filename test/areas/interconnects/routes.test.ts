@@ -502,11 +502,24 @@ describe('settings', () => {
     expect(put.status).toBe(200);
     expect(put.body).toEqual({ default_asn: 4200000001 });
     expect((await t.call('GET', `${base}/settings`)).body).toEqual({ default_asn: 4200000001 });
-    expect((await t.call('PUT', `${base}/settings`, {})).body).toEqual({ default_asn: 4200000001 });
-    for (const bad of [0, 23456, 64500, 65535, 4294967295, 4294967296, -1, 1.5, 'x']) {
+    for (const bad of [0, 23456, 64500, 65535, 4294967295, 4294967296, -1, 1.5, 'x', null, true, [65001]]) {
       const res = await t.call('PUT', `${base}/settings`, { default_asn: bad });
       expect(res.status, String(bad)).toBe(400);
+      expect(res.body.errors[0].message, String(bad)).toMatch(/^default_asn: /);
     }
+    // A body without the field, or with fields the settings do not have, changes nothing: 400.
+    for (const [body, field] of [
+      [{}, 'default_asn'],
+      [{ asn: 65001 }, 'asn'],
+      [{ default_asn: 65001, colour: 'red' }, 'colour'],
+      [[], 'body'],
+      ['"65001"', 'body'],
+    ] as const) {
+      const res = await t.call('PUT', `${base}/settings`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.errors.map((e: { message: string }) => e.message).join(' '), JSON.stringify(body)).toContain(field);
+    }
+    expect((await t.call('PUT', `${base}/settings`, '')).status).toBe(400);
     expect((await t.call('GET', `${base}/settings`)).body).toEqual({ default_asn: 4200000001 });
     await t.call('PUT', `${base}/settings`, { default_asn: 65000 });
   });
