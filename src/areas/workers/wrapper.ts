@@ -34,6 +34,8 @@ export interface WrapperConfig {
   secret: string;
   /** Workflow bindings: env name → workflow name. */
   workflows: Record<string, string>;
+  /** Script-side parts of bindings other areas implement (`BindingExtension.shim`). */
+  extensions?: string[];
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
@@ -41,7 +43,9 @@ export function wrapperSource(cfg: WrapperConfig): string {
   const config = { secret: cfg.secret, workflows: cfg.workflows, engine: ENGINE_BINDING };
   return `import * as __user from ${JSON.stringify(spec)};
 import { NonRetryableError as __NonRetryableError } from 'cloudflare:workflows';
+import { waitUntil as __waitUntil } from 'cloudflare:workers';
 const __CFG = ${JSON.stringify(config)};
+const __EXT = [${(cfg.extensions ?? []).join(',\n')}];
 ${LIBRARY}
 export default {
   async fetch(request, env, ctx) {
@@ -580,7 +584,8 @@ function __binding(env, workflow) {
 
 function __wrapEnv(env) {
   const out = {};
-  for (const k of Object.keys(env)) if (k !== __CFG.engine) out[k] = env[k];
+  for (const k of Object.keys(env)) if (!k.startsWith('__OUTPOST')) out[k] = env[k];
+  for (const ext of __EXT) ext(env, out, __waitUntil);
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
   return out;
 }
