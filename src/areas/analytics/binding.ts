@@ -2,8 +2,10 @@
  * The `analytics_engine` script binding (`{type: 'analytics_engine', name, dataset}`; `dataset`
  * defaults to the binding's name). Inside the script, `env[name].writeDataPoint(point)` copies the
  * point into a per-request queue and returns at once; it never throws. The queue is sent to Node
- * in one call per request, after the code that wrote it yields, through a Node service binding
- * named `__OUTPOST_AE_<name>` and kept alive with `waitUntil`, so the script never waits for it.
+ * in one call as soon as the code that wrote it yields, through a Node service binding named
+ * `__OUTPOST_AE_<name>` (kept alive with `waitUntil`); the script never waits for it, but the
+ * request's response leaves only once its points are sent (the wrapper's settle step), because the
+ * runtime refuses binding calls of a request that has ended.
  * Node validates each point (limits are checked there, a point over a limit is dropped and
  * logged), samples, timestamps and buffers it for the store.
  */
@@ -58,12 +60,16 @@ export function shimSource(b: UploadedBinding): string {
   return `((env, out, waitUntil) => {
   const target = env[${JSON.stringify(NODE_PREFIX + b.name)}];
   let queue = [];
+  let sending = Promise.resolve();
   const send = () => {
+    if (queue.length === 0) return sending;
     const batch = queue;
     queue = [];
-    return target.fetch('http://analytics.internal/write', { method: 'POST', body: JSON.stringify(batch) })
+    const call = target.fetch('http://analytics.internal/write', { method: 'POST', body: JSON.stringify(batch) })
       .then((r) => r.arrayBuffer(), () => {})
       .catch(() => {});
+    sending = Promise.all([sending, call]);
+    return sending;
   };
   const text = (v) => {
     if (v === null || v === undefined) return null;
@@ -82,13 +88,14 @@ export function shimSource(b: UploadedBinding): string {
           indexes: Array.isArray(p.indexes) ? p.indexes.map(text) : p.indexes === undefined ? undefined : 'invalid',
         });
         if (queue.length === 1) {
-          const sending = Promise.resolve().then(send);
-          try { waitUntil(sending); } catch {}
+          const later = Promise.resolve().then(send);
+          try { waitUntil(later); } catch {}
         }
       } catch (e) {
         try { console.warn('writeDataPoint: point dropped: ' + (e && e.message)); } catch {}
       }
     },
   };
+  return send;
 })`;
 }

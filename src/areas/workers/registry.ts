@@ -41,7 +41,8 @@ export const WORKFLOWS_BRIDGE_SERVICE = 'workflows.bridge';
 
 /**
  * A binding type another area implements (service `workers.binding.<type>`): the Node bindings it
- * needs and a script-side function `(env, out, waitUntil) => void` that puts its object into `out`.
+ * needs and a script-side function `(env, out, waitUntil) => settle?` that puts its object into
+ * `out` and may return a function whose promise the response waits for (calls still in flight).
  */
 export interface BindingExtension {
   check(binding: StoredBinding): string | undefined;

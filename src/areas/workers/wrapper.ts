@@ -58,9 +58,9 @@ export default {
     const uenv = __wrapEnv(env);
     if (typeof h === 'function') {
       const o = new h(ctx, uenv);
-      if (typeof o.fetch === 'function') return o.fetch(request);
+      if (typeof o.fetch === 'function') return __settled(o.fetch(request), uenv);
     } else if (h && typeof h.fetch === 'function') {
-      return h.fetch(request, uenv, ctx);
+      return __settled(h.fetch(request, uenv, ctx), uenv);
     }
     return new Response('This script has no fetch handler', { status: 500 });
   },
@@ -585,8 +585,22 @@ function __binding(env, workflow) {
 function __wrapEnv(env) {
   const out = {};
   for (const k of Object.keys(env)) if (!k.startsWith('__OUTPOST')) out[k] = env[k];
-  for (const ext of __EXT) ext(env, out, __waitUntil);
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
+  const settle = [];
+  for (const ext of __EXT) {
+    const s = ext(env, out, __waitUntil);
+    if (typeof s === 'function') settle.push(s);
+  }
+  Object.defineProperty(out, '__outpostSettle', { value: () => Promise.all(settle.map((s) => s())) });
   return out;
+}
+
+/** The handler's answer once what the extensions' bindings still send for this request is sent. */
+async function __settled(answer, uenv) {
+  try {
+    return await answer;
+  } finally {
+    await uenv.__outpostSettle().catch(() => {});
+  }
 }
 `;
