@@ -54,6 +54,8 @@ const BINDINGS = [
 ];
 
 let t: TestServer;
+// One account id across restarts (on PostgreSQL each server gets a fresh schema and seeds anew).
+const ACCOUNT = '0123456789abcdef0123456789abcdef';
 const dataDir = mkdtempSync(join(tmpdir(), 'outpost-analytics-'));
 
 async function invoke(t: TestServer, path: string, method = 'GET'): Promise<{ status: number; text: string }> {
@@ -88,7 +90,7 @@ async function waitForCount(t: TestServer, query: string, want: number): Promise
 }
 
 beforeAll(async () => {
-  t = await startTestServer({ analyticsFlushMs: 50, analyticsSampleRate: 100 }, { dataDir });
+  t = await startTestServer({ analyticsFlushMs: 50, analyticsSampleRate: 100, accountId: ACCOUNT }, { dataDir });
   const up = await uploadScript(t, 'writer', SCRIPT, { bindings: BINDINGS });
   expect(up.status, JSON.stringify(up.body)).toBe(200);
 }, 120_000);
@@ -165,7 +167,7 @@ describe('durability', () => {
   it('keeps points acknowledged before a graceful stop', async () => {
     await t.stop();
     // A long flush interval: the points are still buffered when the server stops.
-    t = await startTestServer({ analyticsFlushMs: 600_000 }, { dataDir });
+    t = await startTestServer({ analyticsFlushMs: 600_000, accountId: ACCOUNT }, { dataDir });
     const up = await uploadScript(t, 'writer', SCRIPT, { bindings: BINDINGS });
     expect(up.status).toBe(200);
     const before = Number((await sql(t, 'SELECT count() AS n FROM requests')).data[0].n);
@@ -173,7 +175,7 @@ describe('durability', () => {
     // The binding's calls leave the script after its response; give them a moment to arrive.
     await new Promise((r) => setTimeout(r, 500));
     await t.stop();
-    t = await startTestServer({ analyticsFlushMs: 50 }, { dataDir });
+    t = await startTestServer({ analyticsFlushMs: 50, accountId: ACCOUNT }, { dataDir });
     const after = await sql(t, "SELECT count() AS n, sum(double1) AS s FROM requests WHERE blob1 = 'durable'");
     expect(after.data).toEqual([{ n: '10', s: 45 }]);
     expect(Number((await sql(t, 'SELECT count() AS n FROM requests')).data[0].n)).toBe(before + 10);
