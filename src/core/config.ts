@@ -113,6 +113,14 @@ export interface Config {
   workflowsPollMs: number;
   /** Workflows: workflow attempts executing at once in this process (others wait their turn). */
   workflowsMaxInflight: number;
+  /** Analytics: buffered data points are appended to the store this often, ms (the most a `kill -9` loses). */
+  analyticsFlushMs: number;
+  /** Analytics: data points older than this many days are deleted. */
+  analyticsRetentionDays: number;
+  /** Analytics: writes per minute and dataset kept unsampled; above it `_sample_interval` grows. */
+  analyticsSampleRate: number;
+  /** Analytics: SQL queries are interrupted after this long, ms. */
+  analyticsQueryTimeoutMs: number;
 }
 
 export const DEFAULTS: Config = {
@@ -156,6 +164,10 @@ export const DEFAULTS: Config = {
   workflowsPlan: 'paid',
   workflowsPollMs: 1000,
   workflowsMaxInflight: 256,
+  analyticsFlushMs: 1000,
+  analyticsRetentionDays: 90,
+  analyticsSampleRate: 1_000_000,
+  analyticsQueryTimeoutMs: 30_000,
 };
 
 interface OptionSpec {
@@ -214,6 +226,10 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'snippetCf', flag: 'snippet-cf', env: 'OUTPOST_SNIPPET_CF', type: 'string', help: 'JSON object of request.cf defaults for snippets (colo, city, asn, ...)' },
   { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
   { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
+  { key: 'analyticsFlushMs', flag: 'analytics-flush-ms', env: 'OUTPOST_ANALYTICS_FLUSH_MS', type: 'int', help: 'analytics data points are stored in batches this often, ms (default 1000)' },
+  { key: 'analyticsRetentionDays', flag: 'analytics-retention-days', env: 'OUTPOST_ANALYTICS_RETENTION_DAYS', type: 'int', help: 'analytics data points are kept this many days (default 90)' },
+  { key: 'analyticsSampleRate', flag: 'analytics-sample-rate', env: 'OUTPOST_ANALYTICS_SAMPLE_RATE', type: 'int', help: 'analytics writes per minute and dataset before sampling starts (default 1000000)' },
+  { key: 'analyticsQueryTimeoutMs', flag: 'analytics-query-timeout-ms', env: 'OUTPOST_ANALYTICS_QUERY_TIMEOUT_MS', type: 'int', help: 'analytics SQL query time limit, ms (default 30000)' },
   { key: 'workflowsMaxInflight', flag: 'workflows-max-inflight', env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT', type: 'int', help: 'workflow attempts executing at once (default 256)' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
@@ -296,6 +312,10 @@ export function loadConfig(
     throw new ConfigError(`--workflows-plan must be free or paid, got ${String(config.workflowsPlan)}`);
   }
   if (config.workflowsPollMs < 10) throw new ConfigError('--workflows-poll-ms must be at least 10');
+  if (config.analyticsFlushMs < 10) throw new ConfigError('--analytics-flush-ms must be at least 10');
+  if (config.analyticsRetentionDays < 1) throw new ConfigError('--analytics-retention-days must be at least 1');
+  if (config.analyticsSampleRate < 1) throw new ConfigError('--analytics-sample-rate must be at least 1');
+  if (config.analyticsQueryTimeoutMs < 1) throw new ConfigError('--analytics-query-timeout-ms must be at least 1');
   if (config.workflowsMaxInflight < 1) throw new ConfigError('--workflows-max-inflight must be at least 1');
   config.dataDir = resolve(config.dataDir);
   if (!config.database) config.database = join(config.dataDir, 'outpost.db');

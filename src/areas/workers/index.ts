@@ -44,7 +44,9 @@ export {
   WORKERS_SERVICE,
   WORKFLOWS_BRIDGE_SERVICE,
 } from './registry.ts';
-export type { DeployHook, WorkflowsBridge } from './registry.ts';
+export type { BindingExtension, DeployHook, WorkflowsBridge } from './registry.ts';
+export { bindingExtensionService } from './registry.ts';
+export type { NodeBinding } from './host.ts';
 export { ATTEMPT_PATH, ENGINE_BINDING, SCHEDULED_PATH } from './wrapper.ts';
 export { CronError, nextFiring, parseCron } from './cron.ts';
 export type { StoredScript, StoredBinding } from './store.ts';

@@ -13,6 +13,7 @@ import {
   scriptContents,
   scripts,
   toHostModules,
+  type StoredBinding,
   type StoredContent,
   type StoredScript,
 } from './store.ts';
@@ -37,6 +38,18 @@ export interface WorkflowsBridge {
   handle(accountId: string, scriptName: string, req: Request): Promise<Response>;
 }
 export const WORKFLOWS_BRIDGE_SERVICE = 'workflows.bridge';
+
+/**
+ * A binding type another area implements (service `workers.binding.<type>`): the Node bindings it
+ * needs and a script-side function `(env, out, waitUntil) => settle?` that puts its object into
+ * `out` and may return a function whose promise the response waits for (calls still in flight).
+ */
+export interface BindingExtension {
+  check(binding: StoredBinding): string | undefined;
+  bindings(accountId: string, binding: StoredBinding): Record<string, HostBinding>;
+  shim(binding: StoredBinding): string;
+}
+export const bindingExtensionService = (type: string): string => `workers.binding.${type}`;
 
 /** Called after a script is stored (workflow definitions follow their bindings). */
 export type DeployHook = (accountId: string, script: StoredScript) => Promise<void>;
@@ -78,11 +91,17 @@ export class ScriptRegistry {
   loadOptions(accountId: string, script: StoredScript, content: StoredContent): LoadOptions {
     const workflows: Record<string, string> = {};
     const bindings: Record<string, HostBinding> = {};
+    const extensions: string[] = [];
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
       else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
+      else {
+        const ext = this.ctx.services.optional<BindingExtension>(bindingExtensionService(b.type));
+        if (ext) extensions.push(ext.shim(b));
+        if (ext) Object.assign(bindings, ext.bindings(accountId, b));
+      }
     }
     bindings[ENGINE_BINDING] = {
       type: 'service',
@@ -92,7 +111,7 @@ export class ScriptRegistry {
     modules.unshift({
       name: WRAPPER_MODULE,
       type: 'esm',
-      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows }),
+      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows, extensions }),
     });
     return {
       modules,

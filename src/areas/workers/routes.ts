@@ -11,7 +11,13 @@ import type { FilePart } from '../../core/multipart.ts';
 import { raw } from '../../core/router.ts';
 import { CronError, parseCron } from './cron.ts';
 import type { ScriptModule } from './host.ts';
-import { RuntimeUnavailable, ScriptRegistry, scriptIdOf } from './registry.ts';
+import {
+  bindingExtensionService,
+  RuntimeUnavailable,
+  ScriptRegistry,
+  scriptIdOf,
+  type BindingExtension,
+} from './registry.ts';
 import { WRAPPER_MODULE } from './wrapper.ts';
 import {
   scriptContents,
@@ -69,7 +75,10 @@ function moduleType(file: FilePart, isMain: boolean): ScriptModule['type'] | und
   return 'data';
 }
 
-function checkBindings(raw: unknown[] | undefined): StoredBinding[] {
+function checkBindings(
+  raw: unknown[] | undefined,
+  extension: (type: string) => BindingExtension | undefined,
+): StoredBinding[] {
   const out: StoredBinding[] = [];
   const names = new Set<string>();
   for (const [i, b] of (raw ?? []).entries()) {
@@ -82,7 +91,10 @@ function checkBindings(raw: unknown[] | undefined): StoredBinding[] {
       throw bad(`bindings.${i}.name: names starting with __OUTPOST are reserved`);
     if (names.has(binding.name)) throw bad(`bindings.${i}.name: ${binding.name} is bound twice`);
     names.add(binding.name);
-    if (!SUPPORTED_BINDINGS.has(binding.type)) {
+    const ext = extension(binding.type);
+    const problem = ext?.check(binding);
+    if (problem) throw bad(`bindings.${i}.${problem}`);
+    if (!SUPPORTED_BINDINGS.has(binding.type) && !ext) {
       throw bad(
         `bindings.${i}.type: ${binding.type} bindings are not supported by this server (supported: ${[...SUPPORTED_BINDINGS].join(', ')})`,
       );
@@ -209,7 +221,9 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
         );
       if (main.type !== 'esm')
         throw bad(`main_module ${main.name} must be an ES module (application/javascript+module)`);
-      const bindings = checkBindings(meta.bindings);
+      const bindings = checkBindings(meta.bindings, (t) =>
+        ctx.services.optional<BindingExtension>(bindingExtensionService(t)),
+      );
       const content: StoredContent = { modules };
       const etag = createHash('sha256')
         .update(

@@ -34,6 +34,8 @@ export interface WrapperConfig {
   secret: string;
   /** Workflow bindings: env name → workflow name. */
   workflows: Record<string, string>;
+  /** Script-side parts of bindings other areas implement (`BindingExtension.shim`). */
+  extensions?: string[];
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
@@ -41,7 +43,9 @@ export function wrapperSource(cfg: WrapperConfig): string {
   const config = { secret: cfg.secret, workflows: cfg.workflows, engine: ENGINE_BINDING };
   return `import * as __user from ${JSON.stringify(spec)};
 import { NonRetryableError as __NonRetryableError } from 'cloudflare:workflows';
+import { waitUntil as __waitUntil } from 'cloudflare:workers';
 const __CFG = ${JSON.stringify(config)};
+const __EXT = [${(cfg.extensions ?? []).join(',\n')}];
 ${LIBRARY}
 export default {
   async fetch(request, env, ctx) {
@@ -54,9 +58,9 @@ export default {
     const uenv = __wrapEnv(env);
     if (typeof h === 'function') {
       const o = new h(ctx, uenv);
-      if (typeof o.fetch === 'function') return o.fetch(request);
+      if (typeof o.fetch === 'function') return __settled(o.fetch(request), uenv);
     } else if (h && typeof h.fetch === 'function') {
-      return h.fetch(request, uenv, ctx);
+      return __settled(h.fetch(request, uenv, ctx), uenv);
     }
     return new Response('This script has no fetch handler', { status: 500 });
   },
@@ -580,8 +584,23 @@ function __binding(env, workflow) {
 
 function __wrapEnv(env) {
   const out = {};
-  for (const k of Object.keys(env)) if (k !== __CFG.engine) out[k] = env[k];
+  for (const k of Object.keys(env)) if (!k.startsWith('__OUTPOST')) out[k] = env[k];
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
+  const settle = [];
+  for (const ext of __EXT) {
+    const s = ext(env, out, __waitUntil);
+    if (typeof s === 'function') settle.push(s);
+  }
+  Object.defineProperty(out, '__outpostSettle', { value: () => Promise.all(settle.map((s) => s())) });
   return out;
+}
+
+/** The handler's answer once what the extensions' bindings still send for this request is sent. */
+async function __settled(answer, uenv) {
+  try {
+    return await answer;
+  } finally {
+    await uenv.__outpostSettle().catch(() => {});
+  }
 }
 `;
