@@ -29,7 +29,7 @@ import {
   preludeSource,
   wrapperSource,
 } from './modules.ts';
-import { claimNewestRuntimeChild, cpuNs, releaseRuntimeChild, rssBytes } from './proc.ts';
+import { bindRuntimeToHost, claimNewestRuntimeChild, cpuNs, releaseRuntimeChild, rssBytes } from './proc.ts';
 
 export interface HostOptions {
   log: Logger;
@@ -142,6 +142,7 @@ interface Tenant {
 }
 
 export function createScriptHost(opts: HostOptions): ScriptHost {
+  bindRuntimeToHost();
   return new MiniflareScriptHost(opts);
 }
 
