@@ -1,5 +1,5 @@
 /**
- * @module edge — the HTTP edge for proxied traffic (issue "Edge"; spec 001 request handling):
+ * @module edge — the HTTP edge for proxied traffic (spec 001 request handling):
  * host → zone → proxied DNS record → origin, the request phases in the platform's order, origin
  * handlers for names other areas own, and one `edge.request` event per request.
  * Extension points (service `edge`, see `EdgeService`): `addPhase({name, order, run})` with

@@ -35,7 +35,13 @@ import {
   wrapperSource,
   type Grant,
 } from './modules.ts';
-import { claimNewestRuntimeChild, releaseRuntimeChild, rssBytes, schedNs } from './proc.ts';
+import {
+  bindRuntimeToHost,
+  claimNewestRuntimeChild,
+  releaseRuntimeChild,
+  rssBytes,
+  schedNs,
+} from './proc.ts';
 
 export interface HostOptions {
   log: Logger;
@@ -164,6 +170,7 @@ interface Tenant {
 }
 
 export function createScriptHost(opts: HostOptions): ScriptHost {
+  bindRuntimeToHost();
   return new MiniflareScriptHost(opts);
 }
 

@@ -1,5 +1,5 @@
 /**
- * @module runtime — the host for users' scripts (issue "Script runtime"), shared by snippets,
+ * @module runtime — the host for users' scripts, shared by snippets,
  * hosted scripts and workflows. One `ScriptHost` per server, provided as service `'runtime'`
  * (`ctx.services.require<ScriptHost>(RUNTIME)`) by the `runtime` area, which is mounted after the
  * edge. Scripts run in workerd through Miniflare 4.

@@ -3,11 +3,50 @@
  * instance is, and how much CPU time and memory it uses. workerd has no CPU limit of its own, so
  * these numbers are what the watchdog enforces limits with. Elsewhere (no `/proc`) every read
  * returns undefined and only the wall-clock timeout applies.
+ *
+ * It also binds runtime processes to the host's life: Miniflare starts workerd from
+ * `MINIFLARE_WORKERD_PATH`, which `bindRuntimeToHost` points at `workerd-bound.sh` so the kernel
+ * kills workerd when Outpost ends, even by `kill -9` (parent-death signal, Linux `setpriv`).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { accessSync, constants, readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
 const TICK_NS = 10_000_000; // USER_HZ is 100 on Linux
 const PAGE_BYTES = 4096;
+
+const WRAPPER = fileURLToPath(new URL('./workerd-bound.sh', import.meta.url));
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'];
+/** Names a runtime child has on its way to workerd (the wrapper, then setpriv, then workerd). */
+const RUNTIME_COMMS = ['workerd', 'workerd-bound.s', 'setpriv'];
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let bound: boolean | undefined;
+
+/**
+ * Makes every workerd that Miniflare starts from now on end with this process (idempotent). Needs
+ * Linux `setpriv` (util-linux); without it runtime processes are ended only on a graceful stop, and
+ * this returns false.
+ */
+export function bindRuntimeToHost(): boolean {
+  if (bound !== undefined) return bound;
+  bound = false;
+  if (process.platform !== 'linux' || !SETPRIV.some(executable) || !executable(WRAPPER)) return bound;
+  const real =
+    process.env.MINIFLARE_WORKERD_PATH ?? (createRequire(import.meta.url)('workerd') as { default: string }).default;
+  process.env.OUTPOST_WORKERD_BIN = real;
+  process.env.MINIFLARE_WORKERD_PATH = WRAPPER;
+  bound = true;
+  return bound;
+}
 
 /** Process ids claimed by some instance in this process, so a new spawn is told apart. */
 const claimed = new Set<number>();
@@ -55,7 +94,7 @@ export function claimNewestRuntimeChild(): number | undefined {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid <= 0 || claimed.has(pid)) continue;
     const st = readStat(pid);
-    if (!st || st.ppid !== process.pid || !st.comm.startsWith('workerd')) continue;
+    if (!st || st.ppid !== process.pid || !RUNTIME_COMMS.some((c) => st.comm.startsWith(c))) continue;
     if (!best || st.startTicks > best.start || (st.startTicks === best.start && pid > best.pid))
       best = { pid, start: st.startTicks };
   }

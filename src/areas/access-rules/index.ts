@@ -1,5 +1,5 @@
 /**
- * @module access-rules — IP access rules (issue 3 item 4; paths and fields from the official
+ * @module access-rules — IP access rules (paths and fields from the official
  * document): `/zones/{zone_id}/firewall/access_rules/rules` and the account form — list (page,
  * filters `mode`, `configuration.target`, `configuration.value`, `notes`, `match`, `order`,
  * `direction`), create, get, edit (PATCH), delete (`{id}`). Targets `ip`, `ip6`, `ip_range`

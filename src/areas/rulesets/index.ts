@@ -1,5 +1,5 @@
 /**
- * @module rulesets — rulesets at zone and account level (issue 3 item 3; spec 001 "Ruleset and
+ * @module rulesets — rulesets at zone and account level (spec 001 "Ruleset and
  * rule (DDoS)", "DDoS rulesets"; paths, fields and cursor paging from the official document):
  * list (cursor), create, get, update, delete, versions, rule-level add/edit/delete with
  * `position`, and the phase entry points `…/rulesets/phases/{phase}/entrypoint[/versions[/{v}]]`

@@ -1,6 +1,6 @@
 /**
  * @module snippets — spec 001 "Snippet", "Snippet runtime objects", "Snippets" endpoints and
- * limits; issue "Script runtime and Snippets" part 2.
+ * limits.
  *
  * API (`/zones/{zone_id}/snippets`): list (per_page 25), get, `GET …/{name}/content` (the stored
  * files as multipart/form-data), `PUT …/{name}` multipart (the spec's JSON `metadata` part +

@@ -23,6 +23,20 @@ function normalName(hostname: string): string {
   return hostname.trim().toLowerCase().replace(/\.$/, '');
 }
 
+/**
+ * Deletes the CNAME a DNS route created, if it is still there and still points at the tunnel (a
+ * record the user changed since is left alone).
+ */
+export async function removeRouteRecord(svc: TunnelsService, accountId: string, route: StoredDnsRoute): Promise<void> {
+  const { database, clock, events } = svc.ctx;
+  const zone = (await zones.get(svc.db, accountId, route.zone_id))?.body;
+  if (!zone) return;
+  const current = (await recordsNamed(svc.db, zone.id, route.hostname)).find((r) => r.id === route.dns_record_id);
+  if (current && current.type === 'CNAME' && current.content === `${route.tunnel_id}.cfargotunnel.com`) {
+    await deleteRecord({ database, clock, events }, zone, current.id);
+  }
+}
+
 export function mountDnsRoutes(svc: TunnelsService): void {
   const { router, clock, database, events } = svc.ctx;
   const db = svc.db;

@@ -30,8 +30,10 @@ import {
   tunnels,
   tunnelsNamed,
   type StoredConfig,
+  type StoredDnsRoute,
   type StoredTunnel,
 } from './store.ts';
+import { removeRouteRecord } from './dns-routes.ts';
 
 const read = { permission: 'cloudflare_tunnel', level: 'read' } as const;
 const edit = { permission: 'cloudflare_tunnel', level: 'edit' } as const;
@@ -135,7 +137,9 @@ export function mountTunnelRoutes(svc: TunnelsService): void {
     await svc.requireAccount(accountId);
     const endpoint = svc.endpointUrl(c);
     const now = clock.now();
+    const routes: StoredDnsRoute[] = [];
     const deleted = await svc.write(accountId, async (tx) => {
+      routes.length = 0;
       const doc = await getTunnel(tx, accountId, tunnelId);
       if (svc.registry.hasLive(tunnelId)) throw apiError('tunnel_has_connections');
       const body: StoredTunnel = { ...doc.body, deleted_at: now.toISOString() };
@@ -143,10 +147,14 @@ export function mountTunnelRoutes(svc: TunnelsService): void {
       await tunnelConfigs.delete(tx, accountId, tunnelId);
       for (const r of await ipRoutes.findBy(tx, 'tunnel_id', tunnelId))
         await ipRoutes.delete(tx, r.scopeId, r.id);
-      for (const r of await dnsRoutes.findBy(tx, 'tunnel_id', tunnelId))
+      for (const r of await dnsRoutes.findBy(tx, 'tunnel_id', tunnelId)) {
+        routes.push(r.body);
         await dnsRoutes.delete(tx, r.scopeId, r.id);
+      }
       return body;
     });
+    // The CNAMEs its DNS routes created go with the tunnel.
+    for (const r of routes) await removeRouteRecord(svc, accountId, r);
     // Connections still registering lose their tunnel.
     svc.registry.disconnect(tunnelId);
     return svc.view(deleted, endpoint);

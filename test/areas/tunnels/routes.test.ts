@@ -506,6 +506,20 @@ describe('DNS routes', () => {
     expect(outside.body.errors[0].message).toContain('not inside any zone');
   });
 
+  it('deleting a tunnel removes the CNAMEs its routes created, not records changed since', async () => {
+    const tun = await tunnel('dns-gone');
+    for (const host of ['gone-a', 'gone-b', 'kept'])
+      expect((await t.call('POST', `${A}/tunnels/${tun.id}/connections`, { hostname: `${host}.tunnel-routes.test` })).status).toBe(200);
+    const [kept] = await recordsAt('kept.tunnel-routes.test');
+    const edit = await t.call('PATCH', `/zones/${zone.id}/dns_records/${kept.id}`, { content: 'origin.example.net' });
+    expect(edit.status, edit.text).toBe(200);
+    const del = await t.call('DELETE', `${A}/cfd_tunnel/${tun.id}`);
+    expect(del.status, del.text).toBe(200);
+    expect(await recordsAt('gone-a.tunnel-routes.test')).toEqual([]);
+    expect(await recordsAt('gone-b.tunnel-routes.test')).toEqual([]);
+    expect(await recordsAt('kept.tunnel-routes.test')).toMatchObject([{ type: 'CNAME', content: 'origin.example.net' }]);
+  });
+
   it("the platform connector's zone form", async () => {
     const tun = await tunnel('dns-zone-form');
     const route = (body: unknown) =>
