@@ -196,6 +196,8 @@ interface Call {
   distinct: boolean;
   raw: Node[];
   node: Node;
+  /** The translator, for functions that need more than an expression (weighted quantiles). */
+  t: Translator;
 }
 
 type FnImpl = (c: Call) => string;
@@ -230,15 +232,6 @@ const bucket = (interval: string): Fn => ({
   arity: [1, 1],
   impl: (c) => `time_bucket(INTERVAL '${interval}', CAST(${c.args[0]} AS TIMESTAMP), TIMESTAMP '1970-01-01')`,
 });
-
-/** `quantileExactWeighted(q)(x, w)`: the first value, in order, whose running weight reaches ⌈q·Σw⌉. */
-function weightedQuantile(q: string, x: string, w: string): string {
-  return (
-    `list_reduce(list({'v': ${x}, 'w': CAST(${w} AS DOUBLE)} ORDER BY ${x}) FILTER (WHERE ${x} IS NOT NULL), ` +
-    `(acc, e) -> CASE WHEN acc.n > 0 AND acc.c >= acc.t THEN acc ELSE {'v': e.v, 'c': acc.c + e.w, 't': acc.t, 'n': acc.n + 1} END, ` +
-    `{'v': NULL, 'c': 0::DOUBLE, 't': ceil(sum(CAST(${w} AS DOUBLE)) FILTER (WHERE ${x} IS NOT NULL) * (${q})), 'n': 0}).v`
-  );
-}
 
 function checkLevel(c: Call, i: number): string {
   const lit = c.raw[i];
@@ -276,15 +269,15 @@ const FUNCTIONS: Record<string, Fn> = {
   quantileexactweighted: {
     arity: [2, 2],
     params: [0, 1],
-    impl: (c) => weightedQuantile(c.params.length ? levelParam(c) : '0.5', c.args[0], c.args[1]),
+    impl: (c) => c.t.weighted(c.params.length ? levelParam(c) : '0.5', c.args[0], c.args[1], c.node),
   },
   quantileweighted: {
     arity: [2, 3],
     params: [0, 1],
     impl: (c) =>
       c.args.length === 3
-        ? weightedQuantile(checkLevel(c, 0), c.args[1], c.args[2])
-        : weightedQuantile(c.params.length ? levelParam(c) : '0.5', c.args[0], c.args[1]),
+        ? c.t.weighted(checkLevel(c, 0), c.args[1], c.args[2], c.node)
+        : c.t.weighted(c.params.length ? levelParam(c) : '0.5', c.args[0], c.args[1], c.node),
   },
   argmax: simple('arg_max', 2),
   argmin: simple('arg_min', 2),
@@ -440,8 +433,32 @@ function levelParam(c: Call): string {
   return String(Number(v));
 }
 
+/** A weighted quantile of one SELECT: computed from running weights over the rows of its group. */
+interface WeightedNeed {
+  x: string;
+  w: string;
+  n: number;
+}
+
 class Translator {
+  /** Weighted quantiles of the SELECTs being translated, innermost last. */
+  private readonly scopes: WeightedNeed[][] = [];
+  private counter = 0;
+
   constructor(private readonly opts: TranslateOptions) {}
+
+  /**
+   * `quantileExactWeighted(q)(x, w)`: the smallest x whose running weight, in x order, reaches
+   * ⌈q·Σw⌉ (ClickHouse's definition). The running and total weights are window sums over the
+   * query's group, added to the FROM relation; the aggregate is then a filtered `min`.
+   */
+  weighted(q: string, x: string, w: string, at: Node): string {
+    const scope = this.scopes[this.scopes.length - 1];
+    if (!scope) fail('weighted quantiles need a FROM clause', at);
+    const n = this.counter++;
+    scope.push({ x, w, n });
+    return `min(${x}) FILTER (WHERE "__cw${n}" >= ceil("__tw${n}" * ${q}))`;
+  }
 
   /** A query; `top` adds the window column that counts rows before LIMIT. */
   query(q: Node, top = false): { sql: string; total: boolean } {
@@ -459,8 +476,7 @@ class Translator {
     }
     const limit = this.limit(q.limit_clause);
     const countTotal = top && limit !== '' && !body.distinct;
-    let sql = this.select(body, countTotal);
-    if (q.order_by) sql += ` ORDER BY ${this.orderBy(q.order_by)}`;
+    let sql = this.select(body, countTotal, q.order_by);
     sql += limit;
     return { sql, total: countTotal };
   }
@@ -491,7 +507,7 @@ class Translator {
     return v;
   }
 
-  private select(s: Node, countTotal: boolean): string {
+  private select(s: Node, countTotal: boolean, orderBy?: Node): string {
     const unsupported: [string, boolean][] = [
       ['TOP', !!s.top],
       ['INTO', !!s.into],
@@ -511,27 +527,58 @@ class Translator {
       if (s.distinct !== 'Distinct') fail('DISTINCT ON is not supported');
       distinct = 'DISTINCT ';
     }
+    const scope: WeightedNeed[] = [];
+    this.scopes.push(scope);
     const items = (s.projection as Node[]).map((p) => this.selectItem(p));
     if (countTotal) items.push(`count(*) OVER () AS ${ident(TOTAL_COLUMN)}`);
-    let sql = `SELECT ${distinct}${items.join(', ')}`;
     const from = s.from as Node[];
     if (from.length > 1) fail('one table per query: JOIN and comma-separated FROM lists are not supported');
+    let relation = '';
+    let alias = '';
     if (from.length === 1) {
       if (from[0].joins?.length) fail('JOIN is not supported (one table per query)');
-      sql += ` FROM ${this.relation(from[0].relation)}`;
+      ({ sql: relation, alias } = this.relation(from[0].relation));
     }
-    if (s.selection) sql += ` WHERE ${this.expr(s.selection)}`;
+    const where = s.selection ? this.expr(s.selection) : '';
+    let groupBy = '';
+    let partition: string[] = [];
     const g = s.group_by;
     if (g) {
       const [gk, gv] = single(g);
-      if (gk === 'All') sql += ' GROUP BY ALL';
+      if (gk === 'All') groupBy = ' GROUP BY ALL';
       else if (gk === 'Expressions') {
         const [exprs, modifiers] = gv as [Node[], Node[]];
         if (modifiers?.length) fail('GROUP BY modifiers (WITH ROLLUP, CUBE, TOTALS) are not supported');
-        if (exprs.length) sql += ` GROUP BY ${exprs.map((e) => this.expr(e)).join(', ')}`;
+        const grouped = exprs.map((e) => this.expr(e));
+        if (grouped.length) groupBy = ` GROUP BY ${grouped.join(', ')}`;
+        // A GROUP BY naming a SELECT alias partitions the running weights by the aliased expression.
+        const aliases = new Map<string, Node>();
+        for (const p of s.projection as Node[]) if (p.ExprWithAlias) aliases.set(p.ExprWithAlias.alias.value, p.ExprWithAlias.expr);
+        partition = exprs.map((e, i) => {
+          const name = e.Identifier?.value as string | undefined;
+          const target = name !== undefined && !e.Identifier.quote_style ? aliases.get(name) : undefined;
+          return target ? this.expr(target) : grouped[i];
+        });
       } else fail(`GROUP BY ${gk} is not supported`);
     }
-    if (s.having) sql += ` HAVING ${this.expr(s.having)}`;
+    const having = s.having ? ` HAVING ${this.expr(s.having)}` : '';
+    this.scopes.pop();
+    let sql = `SELECT ${distinct}${items.join(', ')}`;
+    if (scope.length > 0) {
+      if (!relation) fail('weighted quantiles need a FROM clause');
+      if (groupBy === ' GROUP BY ALL') fail('weighted quantiles with GROUP BY ALL are not supported; name the groups');
+      const by = partition.length ? `PARTITION BY ${partition.join(', ')} ` : '';
+      const windows = scope.map(({ x, w, n }) => {
+        const weight = `CASE WHEN ${x} IS NOT NULL THEN CAST(${w} AS DOUBLE) END`;
+        return `sum(${weight}) OVER (${by}ORDER BY ${x} ROWS UNBOUNDED PRECEDING) AS "__cw${n}", sum(${weight}) OVER (${by.trim()}) AS "__tw${n}"`;
+      });
+      sql += ` FROM (SELECT *, ${windows.join(', ')} FROM ${relation}${where ? ` WHERE ${where}` : ''}) AS ${alias}`;
+    } else {
+      if (relation) sql += ` FROM ${relation}`;
+      if (where) sql += ` WHERE ${where}`;
+    }
+    sql += groupBy + having;
+    if (orderBy) sql += ` ORDER BY ${this.orderBy(orderBy)}`;
     return sql;
   }
 
@@ -547,7 +594,7 @@ class Translator {
     return fail(`${kind} is not supported in SELECT`);
   }
 
-  private relation(r: Node): string {
+  private relation(r: Node): { sql: string; alias: string } {
     const [kind, v] = single(r);
     if (kind === 'Table') {
       if (v.args || v.with_hints?.length || v.version || v.partitions?.length || v.sample || v.index_hints?.length)
@@ -558,13 +605,13 @@ class Translator {
       if (ds === undefined) fail('FROM takes a dataset name');
       const relation = this.opts.resolve(ds);
       if (relation === undefined) fail(`Unknown dataset '${ds}': no data has been written to it in this account`, name[0]);
-      const alias = v.alias ? v.alias.name.value : ds;
-      return `(${relation}) AS ${ident(alias)}`;
+      const alias = ident(v.alias ? v.alias.name.value : ds);
+      return { sql: `(${relation}) AS ${alias}`, alias };
     }
     if (kind === 'Derived') {
       if (v.lateral) fail('LATERAL is not supported');
-      const alias = v.alias ? ` AS ${ident(v.alias.name.value)}` : '';
-      return `(${this.query(v.subquery).sql})${alias}`;
+      const alias = ident(v.alias ? v.alias.name.value : '__subquery');
+      return { sql: `(${this.query(v.subquery).sql}) AS ${alias}`, alias };
     }
     if (kind === 'NestedJoin') fail('JOIN is not supported (one table per query)');
     return fail(`${kind} is not supported in FROM: FROM takes a dataset name or a subquery`);
@@ -742,6 +789,7 @@ class Translator {
       distinct,
       raw: rawArgs,
       node: f,
+      t: this,
     });
   }
 

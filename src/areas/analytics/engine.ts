@@ -158,6 +158,13 @@ export class AnalyticsEngine {
     };
   }
 
+  /** The DuckDB SQL a SELECT becomes for one account (benchmarks run it on raw DuckDB). */
+  async translateFor(accountId: string, text: string): Promise<string> {
+    const t = await translate(text, { resolve: this.resolver(accountId), now: this.opts.now() });
+    if (t.kind !== 'select') throw new Error('not a SELECT');
+    return t.sql;
+  }
+
   /** Translates and runs one query; every failure is an answer (text/plain), never a throw. */
   async sql(accountId: string, text: string): Promise<QueryAnswer> {
     const plain = (status: number, body: string): QueryAnswer => ({ status, contentType: 'text/plain; charset=utf-8', body });

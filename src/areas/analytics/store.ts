@@ -166,28 +166,31 @@ export class DuckStore {
     }
   }
 
-  /** Runs a statement the dialect produced, interrupted after `timeoutMs`. */
+  /**
+   * Runs a statement the dialect produced. At `timeoutMs` the query is interrupted and the caller
+   * gets `QueryTimeout` at once, even if DuckDB is inside a step it cannot interrupt (a long
+   * lambda over one list); the connection is closed when the query finally stops.
+   */
   async query(sql: string, timeoutMs: number): Promise<QueryRows> {
     const conn = await this.instance.connect();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      conn.interrupt();
-    }, timeoutMs);
-    try {
-      const reader = await conn.runAndReadAll(sql);
-      return {
-        columns: reader.columnNames(),
-        types: reader.columnTypes().map((t) => t.toString()),
-        rows: reader.getRowObjectsJson() as Record<string, unknown>[],
-      };
-    } catch (err) {
-      if (timedOut) throw new QueryTimeout(`Query exceeded the time limit of ${timeoutMs / 1000} s`);
-      throw err;
-    } finally {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        conn.interrupt();
+        reject(new QueryTimeout(`Query exceeded the time limit of ${timeoutMs / 1000} s`));
+      }, timeoutMs);
+    });
+    const run = conn.runAndReadAll(sql).then((reader) => ({
+      columns: reader.columnNames(),
+      types: reader.columnTypes().map((t) => t.toString()),
+      rows: reader.getRowObjectsJson() as Record<string, unknown>[],
+    }));
+    const done = run.finally(() => {
       clearTimeout(timer);
       conn.closeSync();
-    }
+    });
+    done.catch(() => {});
+    return Promise.race([run, expired]);
   }
 
   /** Direct access for benchmarks and dataset generation. */

@@ -341,3 +341,29 @@ describe('refusals', () => {
     expect(ok.body.data).toEqual([{ c: '100' }]);
   });
 });
+
+describe('query time limit', () => {
+  let slow: TestServer;
+  beforeAll(async () => {
+    slow = await startTestServer({ analyticsQueryTimeoutMs: 20 });
+    const e = lastServer().services.require<{ engine(): AnalyticsEngine | undefined }>('analytics').engine()!;
+    e.write(slow.accountId, 'big', [{ blobs: ['seed'] }]);
+    await e.store.flush();
+    // Half a million rows straight into the account's table: enough work to outlast 20 ms.
+    await e.store.run(
+      `INSERT INTO "ae_${slow.accountId}" (dataset, "timestamp", _sample_interval, blob1, double1) SELECT 'big', TIMESTAMP '2026-01-01', 1, 'b' || (i % 1000), i FROM range(500000) r(i)`,
+    );
+  }, 60_000);
+  afterAll(() => slow?.stop());
+
+  it('answers 504 with the reason once the limit is over', async () => {
+    const res = await fetch(`${slow.api}/accounts/${slow.accountId}/analytics_engine/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${slow.token}` },
+      body: 'SELECT count(DISTINCT concat(blob1, toString(double1))) AS n, quantileExactWeighted(0.5)(double1, _sample_interval) AS q FROM big',
+    });
+    expect(res.status).toBe(504);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    expect(await res.text()).toMatch(/time limit of 0.02 s/);
+  });
+});
