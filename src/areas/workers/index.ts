@@ -31,9 +31,14 @@
  * runtime on the server, uploads are stored unvalidated and cannot run.
  */
 import { defineArea } from '../../core/area.ts';
+import { EDGE, OriginFetcher, type EdgeService } from '../../edge/index.ts';
+import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
+import { ORIGIN_NAME, ROUTES_PHASE, ROUTES_PHASE_ORDER, WorkersEdge } from './edge.ts';
 import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
 import { scripts } from './store.ts';
+import { mountTriggerRoutes, ROUTES_PERMISSION } from './trigger-routes.ts';
+import { TRIGGERS_CHANGED, TriggerViews, workerRoutes, type TriggersChange } from './triggers.ts';
 
 export {
   ATTEMPT_WALL_MS,
@@ -56,11 +61,62 @@ export default defineArea({
   name: 'workers',
   mount(ctx) {
     ctx.permissions.define({ key: WORKERS_PERMISSION, name: 'Workers Scripts', scope: 'account' });
+    ctx.permissions.define({ key: ROUTES_PERMISSION, name: 'Workers Routes', scope: 'zone' });
+    const log = ctx.log.child({ area: 'workers' });
     const registry = new ScriptRegistry(ctx);
     ctx.services.provide(WORKERS_SERVICE, registry);
+    const views = new TriggerViews(ctx.database.db);
+    const index = ctx.services.require<ZoneIndex>(ZONE_INDEX);
+    const origin = new OriginFetcher({
+      connectTimeoutMs: ctx.config.originConnectTimeoutMs,
+      responseTimeoutMs: ctx.config.originResponseTimeoutMs,
+    });
+    const workersEdge = new WorkersEdge(
+      registry,
+      views,
+      origin,
+      ctx.config.workersDevSuffix.toLowerCase(),
+      log,
+    );
+    registry.outbound = (req, info) => workersEdge.outbound(req, info);
+    registry.triggersChanged = async (change) => {
+      await reload(change);
+      ctx.events.publish(TRIGGERS_CHANGED, change);
+    };
+    const edge = ctx.services.optional<EdgeService>(EDGE);
+    if (edge) {
+      edge.addHostRouter((host) => workersEdge.routeHost(host));
+      edge.addOriginHandler({
+        matches: (target) => target === ORIGIN_NAME,
+        handle: (er) => workersEdge.serveClaimed(er),
+      });
+      edge.addPhase({
+        name: ROUTES_PHASE,
+        order: ROUTES_PHASE_ORDER,
+        run: (er) => workersEdge.routePhase(er),
+      });
+    }
+    const reload = (change: TriggersChange) =>
+      views
+        .changed(change)
+        .catch((err: unknown) => log.error({ err }, 'could not reload the workers routing views'));
+    const unsubscribe = [
+      ctx.events.subscribe(TRIGGERS_CHANGED, (payload) => void reload(payload as TriggersChange)),
+      ctx.events.subscribe('zone.deleted', (payload) => {
+        const zoneId = (payload as { id: string }).id;
+        void workerRoutes
+          .deleteScope(ctx.database.db, zoneId)
+          .then(() => reload({ kind: 'routes', zoneId }))
+          .catch((err: unknown) =>
+            log.warn({ err, zone: zoneId }, 'could not delete the routes of a deleted zone'),
+          );
+      }),
+    ];
     mountWorkersRoutes(ctx, registry);
+    mountTriggerRoutes(ctx, index, views);
     return {
       async start() {
+        await views.load();
         for (const doc of await scripts.all(ctx.database.db, null)) {
           if (doc.body.schedules.length > 0) registry.armSchedules(doc.scopeId, doc.body);
         }
@@ -68,6 +124,8 @@ export default defineArea({
       },
       async stop() {
         registry.cron.stop();
+        for (const u of unsubscribe) u();
+        origin.close();
       },
     };
   },

@@ -9,6 +9,8 @@ import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
 import { CronScheduler, parseCron } from './cron.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
+import { networkFetch, type InvocationInfo } from '../../runtime/index.ts';
+import type { TriggersChange } from './triggers.ts';
 import {
   scriptContents,
   scripts,
@@ -52,6 +54,10 @@ export class ScriptRegistry {
   readonly secret = randomBytes(24).toString('hex');
   readonly deployHooks: DeployHook[] = [];
   readonly cron: CronScheduler;
+  /** Sees every `fetch()` a script makes (set by the edge integration; default: the network). */
+  outbound?: (req: Request, info: InvocationInfo) => Promise<Response>;
+  /** Tells the routing views (this node's and the others') that triggers changed. */
+  triggersChanged?: (change: TriggersChange) => Promise<void>;
   private readonly loaded = new Map<string, string>();
   private readonly loading = new Map<string, Promise<void>>();
 
@@ -105,6 +111,7 @@ export class ScriptRegistry {
       // running instance of a workflow executes in this script's one isolate, so its memory
       // allowance is that of many requests at once.
       limits: { cpuMs: 30_000, wallMs: ATTEMPT_WALL_MS, memoryMb: SCRIPT_MEMORY_MB },
+      outbound: (req, info) => (this.outbound ? this.outbound(req, info) : networkFetch(req)),
     };
   }
 

@@ -13,6 +13,7 @@ import { CronError, parseCron } from './cron.ts';
 import type { ScriptModule } from './host.ts';
 import { RuntimeUnavailable, ScriptRegistry, scriptIdOf } from './registry.ts';
 import { WRAPPER_MODULE } from './wrapper.ts';
+import { scriptSubdomains, workerDomains } from './triggers.ts';
 import {
   scriptContents,
   scripts,
@@ -311,10 +312,17 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
       await requireScript(accountId, name);
+      const domains = (await workerDomains.findBy(db, 'service', name)).filter(
+        (d) => d.scopeId === accountId,
+      );
       await db.transaction().execute(async (tx) => {
         await scripts.delete(tx, accountId, name);
         await scriptContents.delete(tx, accountId, name);
+        await scriptSubdomains.delete(tx, accountId, name);
+        for (const d of domains) await workerDomains.delete(tx, accountId, d.id);
       });
+      await registry.triggersChanged?.({ kind: 'domains' });
+      await registry.triggersChanged?.({ kind: 'subdomains' });
       registry.dropSchedules(accountId, name);
       try {
         await registry.unload(accountId, name);
