@@ -13,7 +13,8 @@ import spectrum from './areas/spectrum/index.ts';
 import tunnels from './areas/tunnels/index.ts';
 import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
+import kv from './areas/kv/index.ts';
 import workers from './areas/workers/index.ts';
 import workflows from './areas/workflows/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, workers, workflows];
+export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, kv, workers, workflows];

@@ -18,8 +18,10 @@ import {
   type StoredContent,
   type StoredScript,
 } from './store.ts';
+import { KV_SERVICE, type KvService } from '../kv/index.ts';
 import {
   ENGINE_BINDING,
+  KV_BINDING_PREFIX,
   SCHEDULED_PATH,
   SECRET_HEADER,
   wrapperSource,
@@ -83,10 +85,15 @@ export class ScriptRegistry {
   /** The runtime load options for a stored script. */
   loadOptions(accountId: string, script: StoredScript, content: StoredContent): LoadOptions {
     const workflows: Record<string, string> = {};
+    const kv: Record<string, string> = {};
     const bindings: Record<string, HostBinding> = {};
+    const kvService = this.ctx.services.optional<KvService>(KV_SERVICE);
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
-      else if (b.type === 'plain_text' || b.type === 'secret_text')
+      else if (b.type === 'kv_namespace' && kvService) {
+        kv[b.name] = `${KV_BINDING_PREFIX}${b.name}`;
+        bindings[kv[b.name]] = kvService.binding(String(b.namespace_id));
+      } else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
     }
@@ -98,7 +105,7 @@ export class ScriptRegistry {
     modules.unshift({
       name: WRAPPER_MODULE,
       type: 'esm',
-      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows }),
+      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows, kv }),
     });
     return {
       modules,

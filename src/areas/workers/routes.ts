@@ -14,6 +14,7 @@ import type { ScriptModule } from './host.ts';
 import { RuntimeUnavailable, ScriptRegistry, scriptIdOf } from './registry.ts';
 import { WRAPPER_MODULE } from './wrapper.ts';
 import { scriptSubdomains, workerDomains } from './triggers.ts';
+import { KV_SERVICE, type KvService } from '../kv/index.ts';
 import {
   scriptContents,
   scripts,
@@ -33,7 +34,13 @@ const SCRIPT_NAME = /^[a-z0-9_][a-z0-9_-]{0,62}$/;
 const BINDING_NAME = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const MAX_SCRIPT_BYTES = 10 * 1024 * 1024;
 /** Binding types this server wires into scripts. */
-const SUPPORTED_BINDINGS = new Set(['workflow', 'plain_text', 'secret_text', 'json']);
+const SUPPORTED_BINDINGS = new Set([
+  'workflow',
+  'plain_text',
+  'secret_text',
+  'json',
+  'kv_namespace',
+]);
 
 const Metadata = z
   .object({
@@ -102,6 +109,11 @@ function checkBindings(raw: unknown[] | undefined): StoredBinding[] {
     ) {
       throw bad(`bindings.${i}.text must be a string`);
     }
+    if (
+      binding.type === 'kv_namespace' &&
+      (typeof binding.namespace_id !== 'string' || !/^[0-9a-f]{32}$/.test(binding.namespace_id))
+    )
+      throw bad(`bindings.${i}.namespace_id must be the 32-hex id of a key-value namespace`);
     if (binding.type === 'json' && !('json' in binding))
       throw bad(`bindings.${i}.json is required`);
     out.push(binding);
@@ -148,6 +160,18 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
       throw bad(
         `Script name ${JSON.stringify(name)} is invalid: use up to 63 lowercase letters, digits, dashes and underscores`,
       );
+    }
+  }
+
+  async function checkNamespaces(accountId: string, bindings: StoredBinding[]) {
+    const kv = ctx.services.optional<KvService>(KV_SERVICE);
+    for (const [i, b] of bindings.entries()) {
+      if (b.type !== 'kv_namespace') continue;
+      if (!kv) throw bad(`bindings.${i}: key-value namespaces are not available on this server`);
+      if (!(await kv.exists(accountId, String(b.namespace_id))))
+        throw bad(
+          `bindings.${i}.namespace_id: there is no key-value namespace ${String(b.namespace_id)} in this account; create it first`,
+        );
     }
   }
 
@@ -211,6 +235,7 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
       if (main.type !== 'esm')
         throw bad(`main_module ${main.name} must be an ES module (application/javascript+module)`);
       const bindings = checkBindings(meta.bindings);
+      await checkNamespaces(accountId, bindings);
       const content: StoredContent = { modules };
       const etag = createHash('sha256')
         .update(

@@ -233,17 +233,15 @@ export class TriggerViews {
   zoneRoutes(zoneId: string): Promise<CompiledRoute[]> {
     let hit = this.routes.get(zoneId);
     if (!hit) {
-      hit = workerRoutes
-        .all(this.db, zoneId)
-        .then((docs) =>
-          docs
-            .map((d) => ({
-              id: d.id,
-              script: d.body.script,
-              match: compilePattern(d.body.pattern),
-            }))
-            .sort((a, b) => bySpecificity(a.match, b.match)),
-        );
+      hit = workerRoutes.all(this.db, zoneId).then((docs) =>
+        docs
+          .map((d) => ({
+            id: d.id,
+            script: d.body.script,
+            match: compilePattern(d.body.pattern),
+          }))
+          .sort((a, b) => bySpecificity(a.match, b.match)),
+      );
       this.routes.set(zoneId, hit);
       hit.catch(() => this.routes.delete(zoneId));
     }
