@@ -36,6 +36,8 @@ import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
 import { ORIGIN_NAME, ROUTES_PHASE, ROUTES_PHASE_ORDER, WorkersEdge } from './edge.ts';
 import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
+import { mountVersionRoutes } from './version-routes.ts';
+import { Deployer } from './versions.ts';
 import { scripts } from './store.ts';
 import { mountTriggerRoutes, ROUTES_PERMISSION } from './trigger-routes.ts';
 import { TRIGGERS_CHANGED, TriggerViews, workerRoutes, type TriggersChange } from './triggers.ts';
@@ -112,7 +114,8 @@ export default defineArea({
           );
       }),
     ];
-    mountWorkersRoutes(ctx, registry);
+    const deployer = new Deployer(ctx, registry);
+    mountVersionRoutes(ctx, deployer, mountWorkersRoutes(ctx, registry, deployer));
     mountTriggerRoutes(ctx, index, views);
     return {
       async start() {

@@ -199,6 +199,118 @@ export function mountTriggerRoutes(ctx: AreaContext, index: ZoneIndex, views: Tr
     },
   );
 
+  // ---- a script's routes across the account's zones (what deploy tools replace at once) ----
+  const ScriptRoutesBody = z.array(
+    z.object({
+      pattern: z.string({ error: 'pattern is required' }),
+      zone_id: z.string().optional(),
+      zone_name: z.string().optional(),
+      custom_domain: z.boolean().optional(),
+    }),
+  );
+  router.add(
+    {
+      method: 'GET',
+      path: '/accounts/:account_id/workers/scripts/:script_name/routes',
+      operationId: 'worker-script-list-routes',
+      summary: "A script's routes in every zone of the account",
+      auth: read,
+      params: { script_name: 'any' },
+      tags,
+    },
+    async (req) => {
+      const { account_id: accountId, script_name: name } = req.params;
+      if (!(await scripts.get(db, accountId, name))) throw apiError('worker_not_found', name);
+      return (await workerRoutes.findBy(db, 'script', name))
+        .filter((d) => index.zoneById(d.scopeId)?.accountId === accountId)
+        .map((d) => ({
+          ...routeView(d.body),
+          zone_id: d.scopeId,
+          zone_name: index.zoneById(d.scopeId)?.name,
+        }));
+    },
+  );
+  router.add(
+    {
+      method: 'PUT',
+      path: '/accounts/:account_id/workers/scripts/:script_name/routes',
+      operationId: 'worker-script-put-routes',
+      summary: "Replace a script's routes in every zone of the account",
+      auth: edit,
+      body: ScriptRoutesBody,
+      params: { script_name: 'any' },
+      tags,
+    },
+    async (req) => {
+      const { account_id: accountId, script_name: name } = req.params;
+      if (!(await scripts.get(db, accountId, name))) throw apiError('worker_not_found', name);
+      const wanted: { zoneId: string; pattern: string }[] = [];
+      for (const [i, r] of req.body.entries()) {
+        if (r.custom_domain)
+          throw apiError(
+            'worker_route_invalid',
+            `${i}: custom domains are attached with PUT /accounts/${accountId}/workers/domains`,
+          );
+        let compiled;
+        try {
+          compiled = compilePattern(r.pattern);
+        } catch (err) {
+          if (err instanceof PatternError)
+            throw apiError('worker_route_invalid', `${i}: ${err.message}`);
+          throw err;
+        }
+        const zone = r.zone_id
+          ? index.zoneById(r.zone_id)
+          : r.zone_name
+            ? index.zoneFor(r.zone_name.toLowerCase())
+            : index.zoneFor(compiled.host);
+        if (
+          !zone ||
+          zone.accountId !== accountId ||
+          (r.zone_name && zone.name !== r.zone_name.toLowerCase())
+        )
+          throw apiError(
+            'worker_route_invalid',
+            `${i}: no zone of this account serves ${r.zone_name ?? r.zone_id ?? compiled.host}`,
+          );
+        if (!patternInZone(compiled, zone.name))
+          throw apiError(
+            'worker_route_invalid',
+            `route pattern ${JSON.stringify(r.pattern)} is outside the zone ${zone.name}`,
+          );
+        const other = (await workerRoutes.all(db, zone.id)).find(
+          (d) => d.body.pattern === compiled.pattern && d.body.script !== name,
+        );
+        if (other)
+          throw apiError(
+            'worker_route_exists',
+            `${compiled.pattern} (assigned to ${other.body.script ?? 'no script'})`,
+          );
+        wanted.push({ zoneId: zone.id, pattern: compiled.pattern });
+      }
+      const mine = (await workerRoutes.findBy(db, 'script', name)).filter(
+        (d) => index.zoneById(d.scopeId)?.accountId === accountId,
+      );
+      const now = clock.now();
+      const zones = new Set<string>([
+        ...mine.map((d) => d.scopeId),
+        ...wanted.map((w) => w.zoneId),
+      ]);
+      const out: StoredRoute[] = [];
+      await db.transaction().execute(async (tx) => {
+        for (const d of mine) await workerRoutes.delete(tx, d.scopeId, d.id);
+        for (const w of wanted) {
+          const keep = mine.find((d) => d.scopeId === w.zoneId && d.body.pattern === w.pattern);
+          const route: StoredRoute = { id: keep?.id ?? hexId(), pattern: w.pattern, script: name };
+          await workerRoutes.insert(tx, w.zoneId, route.id, route, now);
+          out.push(route);
+        }
+      });
+      for (const zoneId of zones) await changed({ kind: 'routes', zoneId });
+      return out.map(routeView);
+    },
+  );
+
   // ---- custom domains ----------------------------------------------------------------------
   router.add(
     {
