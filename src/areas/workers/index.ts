@@ -1,6 +1,6 @@
 /**
- * @module workers — the minimal script API that workflows need (the platform's Workers scripts;
- * spec 002_27fdb1f572b9493b.txt describes the deploy metadata under "Script record").
+ * @module workers — account scripts (the platform's Workers): uploads, versions, and traffic (spec
+ * 002_27fdb1f572b9493b.txt describes the deploy metadata under "Script record"). See docs/workers.md.
  *
  * Routes (`/accounts/{account_id}/workers/scripts`):
  * - `PUT /{script_name}` multipart: `metadata` (JSON part, or the official client's bracket
@@ -23,12 +23,26 @@
  * internal calls and turns `workflow` bindings into objects with `create`, `createBatch` and `get`.
  * The `workers` service (`ScriptRegistry`) is what the workflows area uses to reach scripts.
  *
- * Permissions: Workers Scripts Read / Write (account).
+ * Traffic (`edge.ts`, `triggers.ts`, `trigger-routes.ts`): zone routes
+ * (`/zones/{zone_id}/workers/routes`, phase `workers_routes` after every request phase; the
+ * script's `fetch()` to its own host reaches the zone's origin), custom domains
+ * (`/accounts/{account_id}/workers/domains`) and `<script>.<subdomain>.<--workers-dev-suffix>`
+ * (`/accounts/{account_id}/workers/subdomain`, `…/scripts/{name}/subdomain`); a throwing script
+ * answers the 1101 page. `kv_namespace` bindings reach the `kv` area's store.
  *
- * LIMITATIONS: no service-worker (`body_part`) scripts, versions, deployments, routes, tails,
- * secrets API, assets or settings endpoints; other binding types are refused at upload; handler
- * detection in the upload answer is by a look at the main module's source; without a script
- * runtime on the server, uploads are stored unvalidated and cannot run.
+ * Versions (`versions.ts`, `version-routes.ts`): every upload is a version; `…/versions`,
+ * `…/deployments` (one version at 100%), `…/secrets`, `…/settings`, `…/script-settings`,
+ * `…/routes` (a script's routes across zones) and `/workers/services/{name}`, as `wrangler` reads
+ * them.
+ *
+ * Permissions: Workers Scripts Read / Write (account); Workers Routes Read / Write (zone).
+ *
+ * LIMITATIONS: no service-worker (`body_part`) scripts, tails, assets, Durable Objects or
+ * gradual deployments (one version serves at a time); binding types other than `plain_text`,
+ * `secret_text`, `json`, `workflow` and `kv_namespace` are refused at upload; handler detection
+ * in the upload answer is by a look at the main module's source; without a script runtime on the
+ * server, uploads are stored unvalidated and cannot run. WebSocket upgrades to a script answer
+ * 501; a script's `fetch()` reaches address origins, not tunnels.
  */
 import { defineArea } from '../../core/area.ts';
 import { EDGE, OriginFetcher, type EdgeService } from '../../edge/index.ts';
