@@ -13,8 +13,27 @@ import spectrum from './areas/spectrum/index.ts';
 import tunnels from './areas/tunnels/index.ts';
 import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
+import kv from './areas/kv/index.ts';
 import workers from './areas/workers/index.ts';
 import workflows from './areas/workflows/index.ts';
 import analytics from './areas/analytics/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, workers, workflows, analytics];
+export const AREAS: Area[] = [
+  accounts,
+  zones,
+  dns,
+  rulesets,
+  accessRules,
+  edge,
+  runtime,
+  snippets,
+  spectrum,
+  tunnels,
+  calls,
+  interconnects,
+  smartRouting,
+  kv,
+  workers,
+  workflows,
+  analytics,
+];

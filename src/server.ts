@@ -57,8 +57,9 @@ export function buildApp(
   areas: Area[],
 ): { app: Hono; router: Router; planes: DataPlane[] } {
   const { config, log } = ctxBase;
-  const app = new Hono();
-  const api = new Hono();
+  const app = new Hono({ strict: false });
+  // A trailing slash names the same resource (deploy tools send `…/instances/`).
+  const api = new Hono({ strict: false });
   const rateLimiter = config.rateLimit ? new RateLimiter(config.rateLimit, () => ctxBase.clock.now().getTime()) : undefined;
   const router = new Router(api, ctxBase.auth, { bodyLimit: config.bodyLimit, rateLimiter, apiPrefix: API_PREFIX });
 

@@ -107,6 +107,8 @@ export interface Config {
   snippetsPerZone: number;
   /** Snippets: `request.cf` defaults as JSON (merged over the built-in loopback defaults). */
   snippetCf?: string;
+  /** Workers: suffix of the workers.dev-style host names `<script>.<account subdomain>.<suffix>` on the edge port. */
+  workersDevSuffix: string;
   /** Workflows: plan whose defaults apply (`free`: 3-day retention, 100 concurrent; `paid`: 30 days, 10,000). */
   workflowsPlan: 'free' | 'paid';
   /** Workflows: longest wait between scans for due timers, queued instances and expired instances, ms. */
@@ -161,6 +163,7 @@ export const DEFAULTS: Config = {
   snippetCpuMs: 5,
   snippetMemoryMb: 2,
   snippetsPerZone: 300,
+  workersDevSuffix: 'workers.localhost',
   workflowsPlan: 'paid',
   workflowsPollMs: 1000,
   workflowsMaxInflight: 256,
@@ -224,6 +227,7 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'snippetMemoryMb', flag: 'snippet-memory-mb', env: 'OUTPOST_SNIPPET_MEMORY_MB', type: 'int', help: 'snippet memory limit in MB, at least the runtime floor is enforced (default 2)' },
   { key: 'snippetsPerZone', flag: 'snippets-per-zone', env: 'OUTPOST_SNIPPETS_PER_ZONE', type: 'int', help: 'snippets per zone (default 300)' },
   { key: 'snippetCf', flag: 'snippet-cf', env: 'OUTPOST_SNIPPET_CF', type: 'string', help: 'JSON object of request.cf defaults for snippets (colo, city, asn, ...)' },
+  { key: 'workersDevSuffix', flag: 'workers-dev-suffix', env: 'OUTPOST_WORKERS_DEV_SUFFIX', type: 'string', help: 'suffix of <script>.<subdomain>.<suffix> script host names on the edge (default workers.localhost)' },
   { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
   { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
   { key: 'analyticsFlushMs', flag: 'analytics-flush-ms', env: 'OUTPOST_ANALYTICS_FLUSH_MS', type: 'int', help: 'analytics data points are stored in batches this often, ms (default 1000)' },

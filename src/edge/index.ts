@@ -12,11 +12,11 @@ import { defineArea } from '../core/area.ts';
 import { ZONE_INDEX, type ZoneIndex } from '../areas/dns/index.ts';
 import type { Socket } from 'node:net';
 import { EdgeServer, type PinnedRoute } from './server.ts';
-import type { OriginHandler, Phase } from './types.ts';
+import type { HostRouter, OriginHandler, Phase } from './types.ts';
 import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/security.ts';
 
 export { PHASE_ORDER, type PinnedRoute } from './server.ts';
-export type { EdgeRequest, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
+export type { EdgeRequest, HostRoute, HostRouter, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
 export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
 export { OriginFetcher, platformHeaders, type OriginFetcherOptions } from './origin-fetch.ts';
 
@@ -24,6 +24,8 @@ export { OriginFetcher, platformHeaders, type OriginFetcherOptions } from './ori
 export interface EdgeService {
   addPhase(phase: Phase): void;
   addOriginHandler(handler: OriginHandler): void;
+  /** Claims host names before zone routing (see `HostRouter`). */
+  addHostRouter(router: HostRouter): void;
   /** Runs HTTP from a socket accepted elsewhere through the edge, to a fixed zone and origin. */
   acceptSocket(socket: Socket, pin: PinnedRoute): void;
 }
@@ -41,6 +43,7 @@ export default defineArea({
     ctx.services.provide<EdgeService>(EDGE, {
       addPhase: (p) => edge.addPhase(p),
       addOriginHandler: (h) => edge.addOriginHandler(h),
+      addHostRouter: (r) => edge.addHostRouter(r),
       acceptSocket: (socket, pin) => edge.acceptSocket(socket, pin),
     });
     return {

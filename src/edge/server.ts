@@ -16,7 +16,7 @@ import type { ZoneIndex } from '../areas/dns/index.ts';
 import { OriginProxy, type ProxyOutcome } from './proxy.ts';
 import { routeHost } from './routing.ts';
 import { sendErrorPage } from './error-pages.ts';
-import type { EdgeRequest, OriginHandler, OriginTarget, Phase, RequestEvent, Route } from './types.ts';
+import type { EdgeRequest, HostRoute, HostRouter, OriginHandler, OriginTarget, Phase, RequestEvent, Route } from './types.ts';
 
 /** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
 const RAY_PREFIX = randomBytes(4).toString('hex');
@@ -66,6 +66,7 @@ export interface EdgeDeps {
 export class EdgeServer {
   private readonly phases: Phase[] = [];
   private readonly handlers: OriginHandler[] = [];
+  private readonly hostRouters: HostRouter[] = [];
   private readonly proxy: OriginProxy;
   private server?: http.Server;
   private readonly pinned = new WeakMap<Socket, PinnedRoute & { originHost: string }>();
@@ -89,6 +90,19 @@ export class EdgeServer {
 
   addOriginHandler(handler: OriginHandler): void {
     this.handlers.push(handler);
+  }
+
+  /** Host names an area serves without a proxied DNS record (consulted before zone routing). */
+  addHostRouter(router: HostRouter): void {
+    this.hostRouters.push(router);
+  }
+
+  private routeByArea(host: string): HostRoute | undefined {
+    for (const r of this.hostRouters) {
+      const hit = r(host);
+      if (hit) return hit;
+    }
+    return undefined;
   }
 
   /**
@@ -163,7 +177,7 @@ export class EdgeServer {
     let er: EdgeRequest | undefined;
     try {
       const pinned = this.pinned.get(req.socket);
-      const routed = pinned ?? routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
+      const routed = pinned ?? (this.hostRouters.length > 0 ? this.routeByArea(host) : undefined) ?? routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
       if ('error' in routed) {
         outcome.status = this.reject(res, upgrade, routed.error === 1016 ? 1016 : 1001, rayId, host);
         return;

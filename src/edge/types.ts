@@ -70,6 +70,15 @@ export interface OriginHandler {
   handle(er: EdgeRequest): Promise<void>;
 }
 
+/** A host an area serves without a DNS record: the route and the origin name (an origin handler's). */
+export interface HostRoute {
+  route: Route;
+  originHost: string;
+}
+
+/** Claims a host before zone routing (workers custom domains, workers.dev-style names); sync, hot. */
+export type HostRouter = (host: string) => HostRoute | undefined;
+
 /** One structured event per edge request (consumed by discovery, analytics, logs). */
 export interface RequestEvent {
   rayId: string;

@@ -5,7 +5,7 @@ import { apiError } from '../../core/errors.ts';
 import { pageOf } from '../../core/pagination.ts';
 import { ApiError, CODES } from '../../core/errors.ts';
 import { tokens, USER_SCOPE, type Policy, type TokenBody } from '../../core/auth.ts';
-import { hexId, secret, sha256 } from '../../core/ids.ts';
+import { hexId, secret, sha256, stableId } from '../../core/ids.ts';
 import type { Doc } from '../../core/storage/collection.ts';
 import { CreateTokenBody, ListAccountsQuery, ListTokensQuery, UpdateTokenBody, PolicyInput } from './schemas.ts';
 import type { z } from 'zod';
@@ -39,6 +39,25 @@ export function mountAccountRoutes(ctx: AreaContext): void {
   router.add(
     { method: 'GET', path: '/user/tokens/permission_groups', operationId: 'permission-groups-list', summary: 'List permission groups', auth: { permission: 'api_tokens', level: 'read' }, tags: ['tokens'] },
     async () => permissions.list().map((g) => ({ id: g.id, name: g.name, scopes: g.scopes })),
+  );
+
+  // The one user of this server (the owner of the global key and of every token), as deploy tools
+  // read it to show who is logged in.
+  router.add(
+    { method: 'GET', path: '/user', operationId: 'user-user-details', summary: 'The user behind the credentials', auth: 'authenticated', tags: ['user'] },
+    async () => ({
+      id: stableId(ctx.config.apiEmail),
+      email: ctx.config.apiEmail,
+      username: ctx.config.apiEmail.split('@')[0],
+      first_name: null,
+      last_name: null,
+      suspended: false,
+      two_factor_authentication_enabled: false,
+      has_pro_zones: false,
+      has_business_zones: false,
+      has_enterprise_zones: false,
+      organizations: [],
+    }),
   );
 
   router.add(

@@ -1,6 +1,6 @@
 /**
- * @module workers — the minimal script API that workflows need (the platform's Workers scripts;
- * spec 002_27fdb1f572b9493b.txt describes the deploy metadata under "Script record").
+ * @module workers — account scripts (the platform's Workers): uploads, versions, and traffic (spec
+ * 002_27fdb1f572b9493b.txt describes the deploy metadata under "Script record"). See docs/workers.md.
  *
  * Routes (`/accounts/{account_id}/workers/scripts`):
  * - `PUT /{script_name}` multipart: `metadata` (JSON part, or the official client's bracket
@@ -23,17 +23,38 @@
  * internal calls and turns `workflow` bindings into objects with `create`, `createBatch` and `get`.
  * The `workers` service (`ScriptRegistry`) is what the workflows area uses to reach scripts.
  *
- * Permissions: Workers Scripts Read / Write (account).
+ * Traffic (`edge.ts`, `triggers.ts`, `trigger-routes.ts`): zone routes
+ * (`/zones/{zone_id}/workers/routes`, phase `workers_routes` after every request phase; the
+ * script's `fetch()` to its own host reaches the zone's origin), custom domains
+ * (`/accounts/{account_id}/workers/domains`) and `<script>.<subdomain>.<--workers-dev-suffix>`
+ * (`/accounts/{account_id}/workers/subdomain`, `…/scripts/{name}/subdomain`); a throwing script
+ * answers the 1101 page. `kv_namespace` bindings reach the `kv` area's store.
  *
- * LIMITATIONS: no service-worker (`body_part`) scripts, versions, deployments, routes, tails,
- * secrets API, assets or settings endpoints; other binding types are refused at upload; handler
- * detection in the upload answer is by a look at the main module's source; without a script
- * runtime on the server, uploads are stored unvalidated and cannot run.
+ * Versions (`versions.ts`, `version-routes.ts`): every upload is a version; `…/versions`,
+ * `…/deployments` (one version at 100%), `…/secrets`, `…/settings`, `…/script-settings`,
+ * `…/routes` (a script's routes across zones) and `/workers/services/{name}`, as `wrangler` reads
+ * them.
+ *
+ * Permissions: Workers Scripts Read / Write (account); Workers Routes Read / Write (zone).
+ *
+ * LIMITATIONS: no service-worker (`body_part`) scripts, tails, assets, Durable Objects or
+ * gradual deployments (one version serves at a time); binding types other than `plain_text`,
+ * `secret_text`, `json`, `workflow` and `kv_namespace` are refused at upload; handler detection
+ * in the upload answer is by a look at the main module's source; without a script runtime on the
+ * server, uploads are stored unvalidated and cannot run. WebSocket upgrades to a script answer
+ * 501; a script's `fetch()` reaches address origins, not tunnels.
  */
 import { defineArea } from '../../core/area.ts';
+import { EDGE, OriginFetcher, type EdgeService } from '../../edge/index.ts';
+import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
+import { ORIGIN_NAME, ROUTES_PHASE, ROUTES_PHASE_ORDER, WorkersEdge } from './edge.ts';
 import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
+import { mountVersionRoutes } from './version-routes.ts';
+import { Deployer } from './versions.ts';
 import { scripts } from './store.ts';
+import { mountTriggerRoutes, ROUTES_PERMISSION } from './trigger-routes.ts';
+import { TRIGGERS_CHANGED, TriggerViews, workerRoutes, type TriggersChange } from './triggers.ts';
 
 export {
   ATTEMPT_WALL_MS,
@@ -58,11 +79,63 @@ export default defineArea({
   name: 'workers',
   mount(ctx) {
     ctx.permissions.define({ key: WORKERS_PERMISSION, name: 'Workers Scripts', scope: 'account' });
+    ctx.permissions.define({ key: ROUTES_PERMISSION, name: 'Workers Routes', scope: 'zone' });
+    const log = ctx.log.child({ area: 'workers' });
     const registry = new ScriptRegistry(ctx);
     ctx.services.provide(WORKERS_SERVICE, registry);
-    mountWorkersRoutes(ctx, registry);
+    const views = new TriggerViews(ctx.database.db);
+    const index = ctx.services.require<ZoneIndex>(ZONE_INDEX);
+    const origin = new OriginFetcher({
+      connectTimeoutMs: ctx.config.originConnectTimeoutMs,
+      responseTimeoutMs: ctx.config.originResponseTimeoutMs,
+    });
+    const workersEdge = new WorkersEdge(
+      registry,
+      views,
+      origin,
+      ctx.config.workersDevSuffix.toLowerCase(),
+      log,
+    );
+    registry.outbound = (req, info) => workersEdge.outbound(req, info);
+    registry.triggersChanged = async (change) => {
+      await reload(change);
+      ctx.events.publish(TRIGGERS_CHANGED, change);
+    };
+    const edge = ctx.services.optional<EdgeService>(EDGE);
+    if (edge) {
+      edge.addHostRouter((host) => workersEdge.routeHost(host));
+      edge.addOriginHandler({
+        matches: (target) => target === ORIGIN_NAME,
+        handle: (er) => workersEdge.serveClaimed(er),
+      });
+      edge.addPhase({
+        name: ROUTES_PHASE,
+        order: ROUTES_PHASE_ORDER,
+        run: (er) => workersEdge.routePhase(er),
+      });
+    }
+    const reload = (change: TriggersChange) =>
+      views
+        .changed(change)
+        .catch((err: unknown) => log.error({ err }, 'could not reload the workers routing views'));
+    const unsubscribe = [
+      ctx.events.subscribe(TRIGGERS_CHANGED, (payload) => void reload(payload as TriggersChange)),
+      ctx.events.subscribe('zone.deleted', (payload) => {
+        const zoneId = (payload as { id: string }).id;
+        void workerRoutes
+          .deleteScope(ctx.database.db, zoneId)
+          .then(() => reload({ kind: 'routes', zoneId }))
+          .catch((err: unknown) =>
+            log.warn({ err, zone: zoneId }, 'could not delete the routes of a deleted zone'),
+          );
+      }),
+    ];
+    const deployer = new Deployer(ctx, registry);
+    mountVersionRoutes(ctx, deployer, mountWorkersRoutes(ctx, registry, deployer));
+    mountTriggerRoutes(ctx, index, views);
     return {
       async start() {
+        await views.load();
         for (const doc of await scripts.all(ctx.database.db, null)) {
           if (doc.body.schedules.length > 0) registry.armSchedules(doc.scopeId, doc.body);
         }
@@ -70,6 +143,8 @@ export default defineArea({
       },
       async stop() {
         registry.cron.stop();
+        for (const u of unsubscribe) u();
+        origin.close();
       },
     };
   },

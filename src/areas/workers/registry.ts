@@ -9,6 +9,8 @@ import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
 import { CronScheduler, parseCron } from './cron.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
+import { networkFetch, type InvocationInfo } from '../../runtime/index.ts';
+import type { TriggersChange } from './triggers.ts';
 import {
   scriptContents,
   scripts,
@@ -17,8 +19,10 @@ import {
   type StoredContent,
   type StoredScript,
 } from './store.ts';
+import { KV_SERVICE, type KvService } from '../kv/index.ts';
 import {
   ENGINE_BINDING,
+  KV_BINDING_PREFIX,
   SCHEDULED_PATH,
   SECRET_HEADER,
   wrapperSource,
@@ -65,6 +69,10 @@ export class ScriptRegistry {
   readonly secret = randomBytes(24).toString('hex');
   readonly deployHooks: DeployHook[] = [];
   readonly cron: CronScheduler;
+  /** Sees every `fetch()` a script makes (set by the edge integration; default: the network). */
+  outbound?: (req: Request, info: InvocationInfo) => Promise<Response>;
+  /** Tells the routing views (this node's and the others') that triggers changed. */
+  triggersChanged?: (change: TriggersChange) => Promise<void>;
   private readonly loaded = new Map<string, string>();
   private readonly loading = new Map<string, Promise<void>>();
 
@@ -90,11 +98,16 @@ export class ScriptRegistry {
   /** The runtime load options for a stored script. */
   loadOptions(accountId: string, script: StoredScript, content: StoredContent): LoadOptions {
     const workflows: Record<string, string> = {};
+    const kv: Record<string, string> = {};
     const bindings: Record<string, HostBinding> = {};
     const extensions: string[] = [];
+    const kvService = this.ctx.services.optional<KvService>(KV_SERVICE);
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
-      else if (b.type === 'plain_text' || b.type === 'secret_text')
+      else if (b.type === 'kv_namespace' && kvService) {
+        kv[b.name] = `${KV_BINDING_PREFIX}${b.name}`;
+        bindings[kv[b.name]] = kvService.binding(String(b.namespace_id));
+      } else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
       else {
@@ -111,7 +124,13 @@ export class ScriptRegistry {
     modules.unshift({
       name: WRAPPER_MODULE,
       type: 'esm',
-      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows, extensions }),
+      content: wrapperSource({
+        userMain: script.main_module,
+        secret: this.secret,
+        workflows,
+        extensions,
+        kv,
+      }),
     });
     return {
       modules,
@@ -124,6 +143,7 @@ export class ScriptRegistry {
       // running instance of a workflow executes in this script's one isolate, so its memory
       // allowance is that of many requests at once.
       limits: { cpuMs: 30_000, wallMs: ATTEMPT_WALL_MS, memoryMb: SCRIPT_MEMORY_MB },
+      outbound: (req, info) => (this.outbound ? this.outbound(req, info) : networkFetch(req)),
     };
   }
 

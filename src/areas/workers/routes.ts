@@ -7,7 +7,9 @@ import { z } from 'zod';
 import type { AreaContext } from '../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
-import type { FilePart } from '../../core/multipart.ts';
+import type { FilePart, MultipartForm } from '../../core/multipart.ts';
+import type { Deployer } from './versions.ts';
+import type { UploadParser } from './version-routes.ts';
 import { raw } from '../../core/router.ts';
 import { CronError, parseCron } from './cron.ts';
 import type { ScriptModule } from './host.ts';
@@ -19,6 +21,8 @@ import {
   type BindingExtension,
 } from './registry.ts';
 import { WRAPPER_MODULE } from './wrapper.ts';
+import { scriptSubdomains, workerDomains } from './triggers.ts';
+import { KV_SERVICE, type KvService } from '../kv/index.ts';
 import {
   scriptContents,
   scripts,
@@ -38,7 +42,13 @@ const SCRIPT_NAME = /^[a-z0-9_][a-z0-9_-]{0,62}$/;
 const BINDING_NAME = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const MAX_SCRIPT_BYTES = 10 * 1024 * 1024;
 /** Binding types this server wires into scripts. */
-const SUPPORTED_BINDINGS = new Set(['workflow', 'plain_text', 'secret_text', 'json']);
+const SUPPORTED_BINDINGS = new Set([
+  'workflow',
+  'plain_text',
+  'secret_text',
+  'json',
+  'kv_namespace',
+]);
 
 const Metadata = z
   .object({
@@ -51,8 +61,67 @@ const Metadata = z
       .optional(),
     compatibility_flags: z.array(z.string()).optional(),
     tags: z.array(z.string()).optional(),
+    keep_bindings: z.array(z.string()).optional(),
+    logpush: z.boolean().optional(),
+    observability: z.record(z.string(), z.unknown()).optional(),
+    tail_consumers: z.array(z.unknown()).optional(),
   })
   .passthrough();
+
+/**
+ * The bindings a new upload runs with: its own, plus the previous version's secrets, those of the
+ * types in `keep_bindings`, and those named by `{type: 'inherit', name}`.
+ */
+export function mergeBindings(
+  next: StoredBinding[],
+  prev: StoredBinding[],
+  keep: string[] | undefined,
+): StoredBinding[] {
+  const out: StoredBinding[] = [];
+  for (const [i, b] of next.entries()) {
+    if (b.type !== 'inherit') {
+      out.push(b);
+      continue;
+    }
+    const old = prev.find((p) => p.name === b.name);
+    if (!old)
+      throw bad(
+        `bindings.${i}: ${b.name} is inherited but the previous version has no such binding`,
+      );
+    out.push(old);
+  }
+  // Secrets outlive uploads, as on the platform: they are set and deleted through the secrets
+  // routes, and an upload that does not name one keeps it.
+  const kept = new Set([...(keep ?? []), 'secret_text']);
+  const names = new Set(out.map((b) => b.name));
+  for (const p of prev) if (kept.has(p.type) && !names.has(p.name)) out.push(p);
+  return out;
+}
+
+export function etagOf(
+  content: StoredContent,
+  bindings: StoredBinding[],
+  date: string | null | undefined,
+  flags: string[] | undefined,
+): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ modules: content.modules, bindings, d: date, f: flags }))
+    .digest('hex');
+}
+
+/** Where an upload came from, as the platform reports it (`last_deployed_from`, `source`). */
+export function sourceOf(userAgent: string | undefined): string {
+  return /wrangler/i.test(userAgent ?? '') ? 'wrangler' : 'api';
+}
+
+export function annotationsOf(metadata: Record<string, unknown>): Record<string, string> {
+  const a = metadata.annotations;
+  if (!a || typeof a !== 'object') return {};
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(a as Record<string, unknown>))
+    if (typeof v === 'string') out[k] = v;
+  return out;
+}
 
 const ScheduleBody = z.array(z.object({ cron: z.string().min(1) }));
 
@@ -75,9 +144,12 @@ function moduleType(file: FilePart, isMain: boolean): ScriptModule['type'] | und
   return 'data';
 }
 
-function checkBindings(
+/** Finds the area that implements a binding type beyond the ones this area knows. */
+export type ExtensionLookup = (type: string) => BindingExtension | undefined;
+
+export function checkBindings(
   raw: unknown[] | undefined,
-  extension: (type: string) => BindingExtension | undefined,
+  extension: ExtensionLookup,
 ): StoredBinding[] {
   const out: StoredBinding[] = [];
   const names = new Set<string>();
@@ -113,6 +185,11 @@ function checkBindings(
     ) {
       throw bad(`bindings.${i}.text must be a string`);
     }
+    if (
+      binding.type === 'kv_namespace' &&
+      (typeof binding.namespace_id !== 'string' || !/^[0-9a-f]{32}$/.test(binding.namespace_id))
+    )
+      throw bad(`bindings.${i}.namespace_id must be the 32-hex id of a key-value namespace`);
     if (binding.type === 'json' && !('json' in binding))
       throw bad(`bindings.${i}.json is required`);
     out.push(binding);
@@ -145,9 +222,15 @@ export function scriptView(s: StoredScript) {
   };
 }
 
-export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): void {
+export function mountWorkersRoutes(
+  ctx: AreaContext,
+  registry: ScriptRegistry,
+  deployer: Deployer,
+): UploadParser {
   const { router, clock } = ctx;
   const db = ctx.database.db;
+  const extensionOf: ExtensionLookup = (t) =>
+    ctx.services.optional<BindingExtension>(bindingExtensionService(t));
 
   async function requireAccount(accountId: string) {
     if (!(await accounts.get(db, GLOBAL_SCOPE, accountId)))
@@ -160,6 +243,91 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
         `Script name ${JSON.stringify(name)} is invalid: use up to 63 lowercase letters, digits, dashes and underscores`,
       );
     }
+  }
+
+  async function checkNamespaces(accountId: string, bindings: StoredBinding[]) {
+    const kv = ctx.services.optional<KvService>(KV_SERVICE);
+    for (const [i, b] of bindings.entries()) {
+      if (b.type !== 'kv_namespace') continue;
+      if (!kv) throw bad(`bindings.${i}: key-value namespaces are not available on this server`);
+      if (!(await kv.exists(accountId, String(b.namespace_id))))
+        throw bad(
+          `bindings.${i}.namespace_id: there is no key-value namespace ${String(b.namespace_id)} in this account; create it first`,
+        );
+    }
+  }
+
+  /** Reads an upload form (script or version) into a script record and its modules. */
+  async function parseUpload(
+    accountId: string,
+    name: string,
+    form: MultipartForm,
+    prev: StoredScript | undefined,
+  ): Promise<{ script: StoredScript; content: StoredContent }> {
+    const parsed = Metadata.safeParse(form.metadata);
+    if (!parsed.success) {
+      throw bad(
+        parsed.error.issues.map((i) => `metadata.${i.path.join('.')}: ${i.message}`).join('; '),
+      );
+    }
+    const meta = parsed.data;
+    if (meta.body_part && !meta.main_module) {
+      throw bad(
+        'Service-worker scripts (body_part) are not supported: upload an ES module script with metadata.main_module',
+      );
+    }
+    const mainName = meta.main_module?.replace(/^\.\//, '');
+    if (!mainName) throw bad('metadata.main_module is required');
+    const files = form.files.filter((f) => f.field !== 'metadata');
+    const modules: StoredModule[] = [];
+    let total = 0;
+    for (const f of files) {
+      const modName = (f.filename || f.field).replace(/^\.\//, '');
+      const type = moduleType(f, modName === mainName);
+      if (!type) continue;
+      if (modules.some((m) => m.name === modName)) throw bad(`module ${modName} is uploaded twice`);
+      if (modName === WRAPPER_MODULE || modName.startsWith('__outpost'))
+        throw bad(`module name ${modName} is reserved`);
+      total += f.data.length;
+      modules.push({ name: modName, type, content: f.data.toString('base64') });
+    }
+    if (total > MAX_SCRIPT_BYTES)
+      throw bad(`The script is ${total} bytes; the limit is ${MAX_SCRIPT_BYTES} bytes`);
+    const main = modules.find((m) => m.name === mainName);
+    if (!main)
+      throw bad(
+        `main_module ${mainName} is not among the uploaded parts (${modules.map((m) => m.name).join(', ') || 'none'})`,
+      );
+    if (main.type !== 'esm')
+      throw bad(`main_module ${main.name} must be an ES module (application/javascript+module)`);
+    const bindings = mergeBindings(
+      checkBindings(meta.bindings, extensionOf),
+      prev?.bindings ?? [],
+      meta.keep_bindings,
+    );
+    await checkNamespaces(accountId, bindings);
+    const content: StoredContent = { modules };
+    const ts = clock.now().toISOString();
+    const script: StoredScript = {
+      id: name,
+      etag: etagOf(content, bindings, meta.compatibility_date, meta.compatibility_flags),
+      main_module: main.name,
+      compatibility_date: meta.compatibility_date ?? null,
+      compatibility_flags: meta.compatibility_flags ?? [],
+      bindings,
+      handlers: detectHandlers(Buffer.from(main.content, 'base64').toString('utf8')),
+      tags: meta.tags ?? prev?.tags ?? [],
+      schedules: prev?.schedules ?? [],
+      settings: {
+        ...(prev?.settings ?? {}),
+        ...(meta.logpush !== undefined ? { logpush: meta.logpush } : {}),
+        ...(meta.observability !== undefined ? { observability: meta.observability } : {}),
+        ...(meta.tail_consumers !== undefined ? { tail_consumers: meta.tail_consumers } : {}),
+      },
+      created_on: prev?.created_on ?? ts,
+      modified_on: ts,
+    };
+    return { script, content };
   }
 
   async function requireScript(accountId: string, name: string) {
@@ -183,91 +351,13 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
       const { account_id: accountId, script_name: name } = req.params;
       await requireAccount(accountId);
       checkName(name);
-      const form = req.form!;
-      const parsed = Metadata.safeParse(form.metadata);
-      if (!parsed.success) {
-        throw bad(
-          parsed.error.issues.map((i) => `metadata.${i.path.join('.')}: ${i.message}`).join('; '),
-        );
-      }
-      const meta = parsed.data;
-      if (meta.body_part && !meta.main_module) {
-        throw bad(
-          'Service-worker scripts (body_part) are not supported: upload an ES module script with metadata.main_module',
-        );
-      }
-      const mainName = meta.main_module?.replace(/^\.\//, '');
-      if (!mainName) throw bad('metadata.main_module is required');
-      const files = form.files.filter((f) => f.field !== 'metadata');
-      const modules: StoredModule[] = [];
-      let total = 0;
-      for (const f of files) {
-        const modName = (f.filename || f.field).replace(/^\.\//, '');
-        const type = moduleType(f, modName === mainName);
-        if (!type) continue;
-        if (modules.some((m) => m.name === modName))
-          throw bad(`module ${modName} is uploaded twice`);
-        if (modName === WRAPPER_MODULE || modName.startsWith('__outpost'))
-          throw bad(`module name ${modName} is reserved`);
-        total += f.data.length;
-        modules.push({ name: modName, type, content: f.data.toString('base64') });
-      }
-      if (total > MAX_SCRIPT_BYTES)
-        throw bad(`The script is ${total} bytes; the limit is ${MAX_SCRIPT_BYTES} bytes`);
-      const main = modules.find((m) => m.name === mainName);
-      if (!main)
-        throw bad(
-          `main_module ${mainName} is not among the uploaded parts (${modules.map((m) => m.name).join(', ') || 'none'})`,
-        );
-      if (main.type !== 'esm')
-        throw bad(`main_module ${main.name} must be an ES module (application/javascript+module)`);
-      const bindings = checkBindings(meta.bindings, (t) =>
-        ctx.services.optional<BindingExtension>(bindingExtensionService(t)),
-      );
-      const content: StoredContent = { modules };
-      const etag = createHash('sha256')
-        .update(
-          JSON.stringify({
-            modules,
-            bindings,
-            d: meta.compatibility_date,
-            f: meta.compatibility_flags,
-          }),
-        )
-        .digest('hex');
-      const now = clock.now();
-      const ts = now.toISOString();
       const prev = await scripts.get(db, accountId, name);
-      const script: StoredScript = {
-        id: name,
-        etag,
-        main_module: main.name,
-        compatibility_date: meta.compatibility_date ?? null,
-        compatibility_flags: meta.compatibility_flags ?? [],
-        bindings,
-        handlers: detectHandlers(Buffer.from(main.content, 'base64').toString('utf8')),
-        tags: meta.tags ?? prev?.body.tags ?? [],
-        schedules: prev?.body.schedules ?? [],
-        created_on: prev?.body.created_on ?? ts,
-        modified_on: ts,
-      };
-      // Loading first validates the code (syntax errors, missing imports) before anything is stored.
-      if (registry.host()) await registry.load(accountId, script, content);
-      else
-        ctx.log.warn(
-          { script: name },
-          'no script runtime on this server: the script is stored but cannot run',
-        );
-      await db.transaction().execute(async (tx) => {
-        const oldContent = await scriptContents.get(tx, accountId, name);
-        if (prev) await scripts.update(tx, prev, script, now);
-        else await scripts.insert(tx, accountId, name, script, now);
-        if (oldContent) await scriptContents.update(tx, oldContent, content, now);
-        else await scriptContents.insert(tx, accountId, name, content, now);
+      const { script, content } = await parseUpload(accountId, name, req.form!, prev?.body);
+      const deployed = await deployer.deploy(accountId, script, content, {
+        source: sourceOf(req.c.req.header('user-agent')),
+        annotations: annotationsOf(req.form!.metadata),
       });
-      for (const hook of registry.deployHooks) await hook(accountId, script);
-      if (script.schedules.length > 0) registry.armSchedules(accountId, script);
-      return scriptView(script);
+      return { ...scriptView(deployed.script), deployment_id: deployed.versionId };
     },
   );
 
@@ -325,10 +415,18 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
       await requireScript(accountId, name);
+      const domains = (await workerDomains.findBy(db, 'service', name)).filter(
+        (d) => d.scopeId === accountId,
+      );
       await db.transaction().execute(async (tx) => {
         await scripts.delete(tx, accountId, name);
         await scriptContents.delete(tx, accountId, name);
+        await scriptSubdomains.delete(tx, accountId, name);
+        for (const d of domains) await workerDomains.delete(tx, accountId, d.id);
+        await deployer.forget(tx, accountId, name);
       });
+      await registry.triggersChanged?.({ kind: 'domains' });
+      await registry.triggersChanged?.({ kind: 'subdomains' });
       registry.dropSchedules(accountId, name);
       try {
         await registry.unload(accountId, name);
@@ -439,4 +537,5 @@ export function mountWorkersRoutes(ctx: AreaContext, registry: ScriptRegistry): 
       return schedulesView(next);
     },
   );
+  return { parseUpload, checkNamespaces };
 }

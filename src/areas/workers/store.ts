@@ -28,6 +28,11 @@ export interface StoredScript {
   handlers: string[];
   tags: string[];
   schedules: StoredSchedule[];
+  /** Settings that do not change the code: logpush, observability, tail_consumers. */
+  settings?: Record<string, unknown>;
+  /** The version serving traffic (absent for scripts stored before versions were kept). */
+  version_id?: string;
+  last_deployed_from?: string;
   created_on: string;
   modified_on: string;
 }

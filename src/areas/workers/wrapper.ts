@@ -27,6 +27,8 @@ export const SECRET_HEADER = 'x-outpost-internal';
 export const ATTEMPT_PATH = '/__outpost/workflows/attempt';
 export const SCHEDULED_PATH = '/__outpost/scheduled';
 export const WRAPPER_MODULE = 'outpost-workflows-main.mjs';
+/** Internal service bindings of `kv_namespace` bindings are named with this prefix. */
+export const KV_BINDING_PREFIX = '__OUTPOST_KV_';
 
 export interface WrapperConfig {
   /** The user's main module name, as uploaded. */
@@ -36,11 +38,18 @@ export interface WrapperConfig {
   workflows: Record<string, string>;
   /** Script-side parts of bindings other areas implement (`BindingExtension.shim`). */
   extensions?: string[];
+  /** Key-value bindings: env name → internal service binding name. */
+  kv?: Record<string, string>;
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
   const spec = `./${cfg.userMain.replace(/^\.\//, '')}`;
-  const config = { secret: cfg.secret, workflows: cfg.workflows, engine: ENGINE_BINDING };
+  const config = {
+    secret: cfg.secret,
+    workflows: cfg.workflows,
+    kv: cfg.kv ?? {},
+    engine: ENGINE_BINDING,
+  };
   return `import * as __user from ${JSON.stringify(spec)};
 import { NonRetryableError as __NonRetryableError } from 'cloudflare:workflows';
 import { waitUntil as __waitUntil } from 'cloudflare:workers';
@@ -582,16 +591,21 @@ function __binding(env, workflow) {
   };
 }
 
+let __env;
 function __wrapEnv(env) {
+  if (__env && __env.raw === env) return __env.out;
   const out = {};
-  for (const k of Object.keys(env)) if (!k.startsWith('__OUTPOST')) out[k] = env[k];
+  for (const k of Object.keys(env))
+    if (k !== __CFG.engine && !k.startsWith('__OUTPOST')) out[k] = env[k];
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
+  for (const [name, internal] of Object.entries(__CFG.kv)) out[name] = __kv(env[internal], name);
   const settle = [];
   for (const ext of __EXT) {
     const s = ext(env, out, __waitUntil);
     if (typeof s === 'function') settle.push(s);
   }
   Object.defineProperty(out, '__outpostSettle', { value: () => Promise.all(settle.map((s) => s())) });
+  __env = { raw: env, out };
   return out;
 }
 
@@ -602,5 +616,73 @@ async function __settled(answer, uenv) {
   } finally {
     await uenv.__outpostSettle().catch(() => {});
   }
+}
+
+// ---- key-value bindings ---------------------------------------------------------------------
+async function __kvError(res, what) {
+  const text = await res.text();
+  throw new Error(what + ': ' + (text || 'failed with status ' + res.status));
+}
+
+function __kvType(opts) {
+  const type = typeof opts === 'string' ? opts : (opts && opts.type) || 'text';
+  if (!['text', 'json', 'arrayBuffer', 'stream'].includes(type)) throw new TypeError('Unknown response type ' + JSON.stringify(type) + ' (use text, json, arrayBuffer or stream)');
+  return type;
+}
+
+async function __kvValue(res, type) {
+  if (type === 'stream') return res.body;
+  if (type === 'arrayBuffer') return res.arrayBuffer();
+  const text = await res.text();
+  return type === 'json' ? JSON.parse(text) : text;
+}
+
+function __kv(fetcher, name) {
+  const url = (path, params) => {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, String(v));
+    return 'http://kv.outpost.internal' + path + '?' + q.toString();
+  };
+  const read = async (key, opts, withMetadata) => {
+    if (Array.isArray(key)) throw new TypeError(name + '.get: reading many keys at once is not supported by Outpost; call get once per key');
+    if (typeof key !== 'string') throw new TypeError(name + '.get: the key must be a string');
+    const type = __kvType(opts);
+    const res = await fetcher.fetch(url('/value', { key }));
+    if (res.status === 404) return withMetadata ? { value: null, metadata: null, cacheStatus: null } : null;
+    if (!res.ok) await __kvError(res, name + '.get');
+    const value = await __kvValue(res, type);
+    if (!withMetadata) return value;
+    const meta = res.headers.get('x-kv-metadata');
+    return { value, metadata: meta ? JSON.parse(decodeURIComponent(meta)) : null, cacheStatus: null };
+  };
+  return {
+    get: (key, opts) => read(key, opts, false),
+    getWithMetadata: (key, opts) => read(key, opts, true),
+    async put(key, value, opts) {
+      if (typeof key !== 'string') throw new TypeError(name + '.put: the key must be a string');
+      let body = value;
+      if (typeof value === 'string' || value instanceof ArrayBuffer || ArrayBuffer.isView(value) || value instanceof ReadableStream) body = value;
+      else throw new TypeError(name + '.put: the value must be a string, ArrayBuffer, ArrayBufferView or ReadableStream');
+      const o = opts || {};
+      const headers = {};
+      if (o.metadata !== undefined && o.metadata !== null) headers['x-kv-metadata'] = encodeURIComponent(JSON.stringify(o.metadata));
+      const res = await fetcher.fetch(url('/value', { key, expiration: o.expiration, expiration_ttl: o.expirationTtl }), { method: 'PUT', headers, body });
+      if (!res.ok) await __kvError(res, name + '.put');
+    },
+    async delete(key) {
+      if (typeof key !== 'string') throw new TypeError(name + '.delete: the key must be a string');
+      const res = await fetcher.fetch(url('/value', { key }), { method: 'DELETE' });
+      if (!res.ok) await __kvError(res, name + '.delete');
+    },
+    async list(opts) {
+      const o = opts || {};
+      const res = await fetcher.fetch(url('/keys', { prefix: o.prefix, cursor: o.cursor, limit: o.limit }));
+      if (!res.ok) await __kvError(res, name + '.list');
+      const out = await res.json();
+      const result = { keys: out.keys, list_complete: out.list_complete, cacheStatus: null };
+      if (out.cursor) result.cursor = out.cursor;
+      return result;
+    },
+  };
 }
 `;

@@ -7,7 +7,7 @@ import { Migrator, type Kysely, type Migration } from 'kysely';
 type Dialect = 'sqlite' | 'postgres';
 
 // The dialect is passed so that a later migration can branch where SQL differs.
-function migrations(_dialect: Dialect): Record<string, Migration> {
+function migrations(dialect: Dialect): Record<string, Migration> {
   return {
     '0001_documents': {
       async up(db: Kysely<unknown>) {
@@ -129,6 +129,22 @@ function migrations(_dialect: Dialect): Record<string, Migration> {
           .addColumn('created_on', 'text', (c) => c.notNull())
           .execute();
         await db.schema.createIndex('wf_events_pending').on('wf_events').columns(['iid', 'consumed', 'type', 'seq']).execute();
+      },
+    },
+    '0004_kv_values': {
+      // Key-value namespaces' entries: one row per key, the value as bytes, metadata as JSON text,
+      // expiration in seconds since the epoch. Keys list in byte order within a namespace.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('kv_values')
+          .addColumn('namespace_id', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('value', dialect === 'postgres' ? 'bytea' : 'blob', (c) => c.notNull())
+          .addColumn('metadata', 'text')
+          .addColumn('expiration', 'bigint')
+          .addPrimaryKeyConstraint('kv_values_pk', ['namespace_id', 'key'])
+          .execute();
+        await db.schema.createIndex('kv_values_expiration').on('kv_values').columns(['expiration']).execute();
       },
     },
   };

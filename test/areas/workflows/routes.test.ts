@@ -124,8 +124,8 @@ describe('script uploads', () => {
       [
         'ok-name',
         'index.js',
-        { bindings: [{ type: 'kv_namespace', name: 'KV', namespace_id: 'x' }] },
-        /kv_namespace bindings are not supported/,
+        { bindings: [{ type: 'd1', name: 'DB', id: 'x' }] },
+        /d1 bindings are not supported/,
       ],
       [
         'ok-name',

@@ -1,0 +1,365 @@
+/**
+ * Workers at the edge: requests/s and p50/p99 through Outpost's edge to a bare node:http origin,
+ * for a zone route whose script fetches the origin (adding a header on the way) beside a route of
+ * the same zone without a script, in the same run (sides alternate round by round; medians
+ * reported). Load comes from wrk when installed, else from a Node keep-alive request loop. See
+ * bench/README.md ("workers").
+ *
+ *   npm run bench -- workers [--seconds 5] [--rounds 3] [--connections 32]
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { accessSync, constants as fsConstants, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { availableParallelism } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { int, ms, ratio, table } from './lib/format.ts';
+import { closedLoop, makeTarget } from './lib/load.ts';
+import {
+  installCleanupHandlers,
+  Interrupted,
+  runCleanups,
+  spawnNode,
+  tempDir,
+  throwIfInterrupted,
+} from './lib/procs.ts';
+
+export const description =
+  'edge req/s and p99 through a route whose script fetches the origin vs a route without a script';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ORIGIN_IP = '127.0.32.1';
+const ZONE = 'workersbench.example';
+const SCRIPT_HOST = `www.${ZONE}`;
+const PLAIN_HOST = `plain.${ZONE}`;
+
+const USAGE = `usage: npm run bench -- workers [options]
+
+  --seconds N       length of each measured run (default 5)
+  --rounds N        rounds; each measures both sides once (default 3)
+  --warmup N        unmeasured seconds per side before the first round (default 1)
+  --connections N   concurrent connections (default 32)
+
+The origin listens on ${ORIGIN_IP}:80 (binding it needs root). wrk is used when on PATH.
+`;
+
+interface Options {
+  seconds: number;
+  rounds: number;
+  warmup: number;
+  connections: number;
+}
+
+function parseOptions(argv: string[]): Options | 'help' {
+  const o: Options = { seconds: 5, rounds: 3, warmup: 1, connections: 32 };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
+    if (flag === '--help' || flag === '-h') return 'help';
+    const key = flag.replace(/^--/, '') as keyof Options;
+    if (!(key in o)) throw new Error(`unknown option ${argv[i]}\n${USAGE}`);
+    const n = Number(inline ?? argv[++i]);
+    if (!Number.isInteger(n) || n < (key === 'warmup' ? 0 : 1))
+      throw new Error(`${flag} needs a positive integer`);
+    o[key] = n;
+  }
+  return o;
+}
+
+function which(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    try {
+      accessSync(join(dir, name), fsConstants.X_OK);
+      return join(dir, name);
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+const ORIGIN_SOURCE = `import http from 'node:http';
+const body = Buffer.from('hello from the workers bench origin\\n');
+const server = http.createServer({ keepAliveTimeout: 300000 }, (req, res) => {
+  req.resume();
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': body.length, 'x-origin-saw': String(req.headers['x-worker'] ?? '') });
+  res.end(body);
+});
+server.listen(80, ${JSON.stringify(ORIGIN_IP)}, () => process.stdout.write('origin listening\\n'));
+process.on('SIGTERM', () => process.exit(0));
+`;
+
+const SCRIPT = `export default {
+  async fetch(request) {
+    const req = new Request(request);
+    req.headers.set('x-worker', 'bench');
+    const res = await fetch(req);
+    const out = new Response(res.body, res);
+    out.headers.set('x-worker-ran', '1');
+    return out;
+  },
+};
+`;
+
+interface Side {
+  label: string;
+  host: string;
+}
+
+interface Measured {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0
+    ? NaN
+    : s.length % 2
+      ? s[(s.length - 1) / 2]
+      : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000 };
+
+function runWrk(
+  wrk: string,
+  url: string,
+  host: string,
+  seconds: number,
+  connections: number,
+): Promise<Measured> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      wrk,
+      ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-H', `Host: ${host}`, url],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (code !== 0) return reject(new Error(`wrk exited with ${code}: ${out}`));
+      const rps = /^Requests\/sec:\s+([\d.]+)/m.exec(out);
+      const pct = (p: string) => {
+        const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(out);
+        return m ? Number(m[1]) * UNIT_MS[m[2]] : NaN;
+      };
+      const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+      const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+      const socketErrors = sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
+      if (!rps) return reject(new Error(`could not parse wrk's output: ${out}`));
+      resolve({
+        rps: Number(rps[1]),
+        p50: pct('50'),
+        p99: pct('99'),
+        errors: non2xx + socketErrors,
+      });
+    });
+  });
+}
+
+async function runNode(
+  url: string,
+  host: string,
+  seconds: number,
+  connections: number,
+): Promise<Measured> {
+  const target = makeTarget(host, url, { host }, connections);
+  const r = await closedLoop({
+    target,
+    concurrency: connections,
+    durationMs: seconds * 1000,
+    next: () => ({ method: 'GET', path: '/' }),
+  });
+  target.agent.destroy();
+  return {
+    rps: r.rate,
+    p50: r.latency.percentile(0.5),
+    p99: r.latency.percentile(0.99),
+    errors: r.errors,
+  };
+}
+
+function get(
+  edge: URL,
+  host: string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(
+      {
+        host: edge.hostname,
+        port: edge.port,
+        path: '/',
+        headers: { host },
+        agent: false,
+        timeout: 10_000,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let o: Options | 'help';
+  try {
+    o = parseOptions(argv);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    return 2;
+  }
+  if (o === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  installCleanupHandlers();
+  const log = (s: string) => process.stdout.write(`${s}\n`);
+  try {
+    const dir = tempDir('outpost-bench-workers-');
+    const originFile = join(dir.path, 'origin.mjs');
+    writeFileSync(originFile, ORIGIN_SOURCE);
+    await spawnNode('origin', [originFile], { cwd: dir.path, ready: /origin listening/ });
+
+    const token = randomBytes(24).toString('hex');
+    const accountId = randomBytes(16).toString('hex');
+    const env: Record<string, string> = {
+      OUTPOST_API_TOKEN: token,
+      OUTPOST_ACCOUNT_ID: accountId,
+      OUTPOST_LOG_LEVEL: 'warn',
+      NODE_OPTIONS: '',
+    };
+    const outpost = await spawnNode(
+      'outpost',
+      [
+        join(ROOT, 'bin', 'outpost.js'),
+        'serve',
+        '--api-port',
+        '0',
+        '--edge-port',
+        '0',
+        '--turn-port',
+        '0',
+        '--dns-port',
+        '0',
+        '--data-dir',
+        join(dir.path, 'data'),
+      ],
+      { cwd: ROOT, env, ready: /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/, timeoutMs: 60_000 },
+    );
+    const edge = new URL(outpost.ready[1]);
+    const apiUrl = /management API\s+http\s+(http:\/\/\S+)/
+      .exec(outpost.output())![1]
+      .replace(/\/$/, '');
+    const call = async (method: string, path: string, body?: BodyInit, json = true) => {
+      const res = await fetch(`${apiUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(json && body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        body,
+      });
+      const parsed = (await res.json()) as { success: boolean; result: { id: string } };
+      if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
+      return parsed.result;
+    };
+    const zone = await call(
+      'POST',
+      '/zones',
+      JSON.stringify({ name: ZONE, account: { id: accountId } }),
+    );
+    for (const name of ['www', 'plain'])
+      await call(
+        'POST',
+        `/zones/${zone.id}/dns_records`,
+        JSON.stringify({ type: 'A', name, content: ORIGIN_IP, proxied: true, ttl: 1 }),
+      );
+    const form = new FormData();
+    form.set(
+      'metadata',
+      JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01' }),
+    );
+    form.set('index.js', new Blob([SCRIPT], { type: 'application/javascript+module' }), 'index.js');
+    await call('PUT', `/accounts/${accountId}/workers/scripts/bench`, form, false);
+    await call(
+      'POST',
+      `/zones/${zone.id}/workers/routes`,
+      JSON.stringify({ pattern: `${SCRIPT_HOST}/*`, script: 'bench' }),
+    );
+    await call(
+      'POST',
+      `/zones/${zone.id}/workers/routes`,
+      JSON.stringify({ pattern: `${PLAIN_HOST}/*` }),
+    );
+    const check = await get(edge, SCRIPT_HOST);
+    if (
+      check.status !== 200 ||
+      check.headers['x-origin-saw'] !== 'bench' ||
+      check.headers['x-worker-ran'] !== '1'
+    )
+      throw new Error(`the script did not run: ${check.status} ${JSON.stringify(check.headers)}`);
+    const plainCheck = await get(edge, PLAIN_HOST);
+    if (plainCheck.status !== 200 || plainCheck.headers['x-worker-ran'] !== undefined)
+      throw new Error('the route without a script ran the script');
+
+    const wrk = which('wrk');
+    const sides: Side[] = [
+      { label: 'route without a script', host: PLAIN_HOST },
+      { label: 'route → script → fetch(origin)', host: SCRIPT_HOST },
+    ];
+    const measure = (s: Side, seconds: number) =>
+      wrk
+        ? runWrk(wrk, edge.href, s.host, seconds, o.connections)
+        : runNode(edge.href, s.host, seconds, o.connections);
+    log(
+      `node ${process.version}; ${availableParallelism()} CPUs shared by the load generator, Outpost, workerd and the origin`,
+    );
+    log(
+      `load: ${wrk ? `wrk -t1 -c${o.connections}` : `Node keep-alive loop, ${o.connections} connections (wrk not found)`}, ${o.seconds} s × ${o.rounds} round(s) per side, ${o.warmup} s warm-up`,
+    );
+    if (o.warmup > 0) for (const s of sides) await measure(s, o.warmup);
+    const results = new Map<string, Measured[]>(sides.map((s) => [s.label, []]));
+    for (let r = 0; r < o.rounds; r++) {
+      for (const s of sides) {
+        throwIfInterrupted();
+        results.get(s.label)!.push(await measure(s, o.seconds));
+      }
+    }
+    const base = median(results.get(sides[0].label)!.map((m) => m.rps));
+    const rows = sides.map((s) => {
+      const ms_ = results.get(s.label)!;
+      const rps = median(ms_.map((m) => m.rps));
+      return [
+        s.label,
+        int(rps),
+        ms(median(ms_.map((m) => m.p50))),
+        ms(median(ms_.map((m) => m.p99))),
+        ratio(rps, base),
+        int(ms_.reduce((a, m) => a + m.errors, 0)),
+      ];
+    });
+    log('');
+    log(
+      table(
+        ['edge (same zone, same origin)', 'req/s', 'p50 ms', 'p99 ms', 'vs no script', 'errors'],
+        rows,
+      ),
+    );
+
+    return 0;
+  } catch (err) {
+    if (err instanceof Interrupted) return 130;
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    return 1;
+  } finally {
+    await runCleanups();
+  }
+}
