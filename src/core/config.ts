@@ -113,6 +113,10 @@ export interface Config {
   workflowsPollMs: number;
   /** Workflows: workflow attempts executing at once in this process (others wait their turn). */
   workflowsMaxInflight: number;
+  /** Images: base address put in `variants` URLs (default: the address the request came to). */
+  imagesDeliveryUrl?: string;
+  /** Images: let upload-by-URL fetch loopback and private addresses (tests on one machine). */
+  imagesFetchAllowPrivate: boolean;
 }
 
 export const DEFAULTS: Config = {
@@ -156,6 +160,7 @@ export const DEFAULTS: Config = {
   workflowsPlan: 'paid',
   workflowsPollMs: 1000,
   workflowsMaxInflight: 256,
+  imagesFetchAllowPrivate: false,
 };
 
 interface OptionSpec {
@@ -215,6 +220,8 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
   { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
   { key: 'workflowsMaxInflight', flag: 'workflows-max-inflight', env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT', type: 'int', help: 'workflow attempts executing at once (default 256)' },
+  { key: 'imagesDeliveryUrl', flag: 'images-delivery-url', env: 'OUTPOST_IMAGES_DELIVERY_URL', type: 'string', help: 'base URL of image delivery put in variants (default: the request\'s own address)' },
+  { key: 'imagesFetchAllowPrivate', flag: 'images-fetch-allow-private', env: 'OUTPOST_IMAGES_FETCH_ALLOW_PRIVATE', type: 'bool', help: 'let image upload by URL reach loopback/private addresses (default false)' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
 
