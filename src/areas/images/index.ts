@@ -26,7 +26,9 @@
 import { join } from 'node:path';
 import { defineArea } from '../../core/area.ts';
 import { BlobStore } from '../../core/storage/blobs.ts';
+import { EDGE, OriginFetcher, type EdgeService } from '../../edge/index.ts';
 import { Delivery } from './delivery.ts';
+import { addImageTransformPhase } from './edge.ts';
 import { mountImageRoutes, IMAGES_PERMISSION } from './routes.ts';
 import { ImageService } from './service.ts';
 import { ImageStore } from './store.ts';
@@ -48,5 +50,8 @@ export default defineArea({
     const delivery = new Delivery(images, cache, log);
     mountImageRoutes(ctx, images, delivery);
     ctx.services.provide<ImageService>(IMAGES_SERVICE, images);
+    const origin = new OriginFetcher({ connectTimeoutMs: ctx.config.originConnectTimeoutMs, responseTimeoutMs: ctx.config.originResponseTimeoutMs });
+    addImageTransformPhase(ctx.services.require<EdgeService>(EDGE), origin, log);
+    return { stop: async () => origin.close() };
   },
 });
