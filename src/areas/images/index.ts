@@ -37,6 +37,8 @@ export const IMAGES_SERVICE = 'images';
 export type { ImageService } from './service.ts';
 export { accountHash } from './store.ts';
 export { signPath } from './delivery.ts';
+/** The script binding: the Node end and the in-script shim (`__imagesBinding(fetcher)`). */
+export { imagesBinding, IMAGES_SHIM } from './binding.ts';
 
 export default defineArea({
   name: 'images',

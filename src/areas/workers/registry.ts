@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
+import { imagesBinding } from '../images/index.ts';
 import { CronScheduler, parseCron } from './cron.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
 import {
@@ -78,11 +79,16 @@ export class ScriptRegistry {
   loadOptions(accountId: string, script: StoredScript, content: StoredContent): LoadOptions {
     const workflows: Record<string, string> = {};
     const bindings: Record<string, HostBinding> = {};
+    const images: string[] = [];
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
       else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
+      else if (b.type === 'images') {
+        images.push(b.name);
+        bindings[b.name] = imagesBinding();
+      }
     }
     bindings[ENGINE_BINDING] = {
       type: 'service',
@@ -92,7 +98,7 @@ export class ScriptRegistry {
     modules.unshift({
       name: WRAPPER_MODULE,
       type: 'esm',
-      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows }),
+      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows, images }),
     });
     return {
       modules,
