@@ -124,12 +124,12 @@ export class Delivery {
   private async render(accountId: string, image: StoredImage, options: TransformOptions, format: ReturnType<typeof chooseFormat>, key: string) {
     const cacheKey = `${cacheDirOf(accountId, image.id)}/${key}.${format}`;
     const hit = await this.cache.get(cacheKey);
-    if (hit) return { data: hit, contentType: CONTENT_TYPES[format] };
+    if (hit && hit.length > 0) return { data: hit, contentType: CONTENT_TYPES[format] };
     let p = this.inflight.get(cacheKey);
     if (!p) {
       p = (async () => {
         const out = await transformImage(this.images.blobs.path(image.blob!), options, { format });
-        await this.cache.put(cacheKey, out.data).catch((err: unknown) => this.log.warn({ err }, 'image cache write failed'));
+        await this.cache.put(cacheKey, out.data, { sync: false }).catch((err: unknown) => this.log.warn({ err }, 'image cache write failed'));
         return { data: out.data, contentType: out.contentType };
       })();
       this.inflight.set(cacheKey, p);

@@ -34,18 +34,21 @@ export class BlobStore {
     return join(this.root, ...parts);
   }
 
-  async put(key: string, data: Uint8Array): Promise<void> {
+  /** Writes a blob whole; `sync: false` skips the fsyncs (caches that can be rebuilt). */
+  async put(key: string, data: Uint8Array, opts: { sync?: boolean } = {}): Promise<void> {
+    const sync = opts.sync ?? true;
     const final = this.path(key);
     await mkdir(dirname(final), { recursive: true });
     const tmp = `${final}.tmp-${randomBytes(6).toString('hex')}`;
     const fh = await open(tmp, 'wx');
     try {
       await fh.writeFile(data);
-      await fh.sync();
+      if (sync) await fh.sync();
     } finally {
       await fh.close();
     }
-    await this.commit(tmp, final);
+    if (sync) await this.commit(tmp, final);
+    else await rename(tmp, final);
   }
 
   /**
