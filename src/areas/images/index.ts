@@ -23,6 +23,7 @@
  * detector; upload by URL refuses loopback and private addresses unless
  * `--images-fetch-allow-private`; error codes other than 5400/5401/5403 are Outpost's.
  */
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { defineArea } from '../../core/area.ts';
 import { BlobStore } from '../../core/storage/blobs.ts';
@@ -54,6 +55,10 @@ export default defineArea({
     ctx.services.provide<ImageService>(IMAGES_SERVICE, images);
     const origin = new OriginFetcher({ connectTimeoutMs: ctx.config.originConnectTimeoutMs, responseTimeoutMs: ctx.config.originResponseTimeoutMs });
     addImageTransformPhase(ctx.services.require<EdgeService>(EDGE), origin, log);
-    return { stop: async () => origin.close() };
+    return {
+      // Temporary files of uploads cut short by a crash are never adopted: clear them.
+      start: async () => rm(images.tmpDir, { recursive: true, force: true }),
+      stop: async () => origin.close(),
+    };
   },
 });
