@@ -4,15 +4,20 @@
  * zone's origin through the edge's origin leg (origin rules apply), transformed with the same
  * options and engine as delivery, and answered. Runs after the security phases, so IP access and
  * custom rules still block. Results are not cached here; the origin's Cache-Control is passed on.
+ * The same phase serves stored images on a zone's host names at
+ * `/cdn-cgi/imagedelivery/<account_hash>/<image_id>/<variant>` (see `delivery.ts`).
  */
 import type { EdgeRequest, EdgeService, OriginFetcher } from '../../edge/index.ts';
 import { PHASE_ORDER } from '../../edge/index.ts';
 import type { Logger } from '../../core/log.ts';
+import type { Clock } from '../../core/clock.ts';
+import type { Delivery } from './delivery.ts';
 import { OptionError, parseOptionString, type TransformOptions } from './options.ts';
 import { MAX_IMAGE_BYTES } from './service.ts';
 import { chooseFormat, inspect, transformImage, UPLOAD_FORMATS } from './transform.ts';
 
 const PREFIX = '/cdn-cgi/image/';
+const DELIVERY_PREFIX = '/cdn-cgi/imagedelivery/';
 
 function answer(er: EdgeRequest, status: number, body: string | Buffer, headers: Record<string, string> = {}): 'handled' {
   const res = er.res!;
@@ -21,13 +26,22 @@ function answer(er: EdgeRequest, status: number, body: string | Buffer, headers:
   return 'handled';
 }
 
-export function addImageTransformPhase(edge: EdgeService, origin: OriginFetcher, log: Logger): void {
+export function addImageTransformPhase(edge: EdgeService, origin: OriginFetcher, delivery: Delivery, clock: Clock, log: Logger): void {
   edge.addPhase({
     name: 'image_transform',
     // After the firewall and origin phases (origin rules decide where the source comes from).
     order: PHASE_ORDER.http_request_cache_settings + 5,
     async run(er) {
       const url = er.req.url ?? '/';
+      if (er.res && url.startsWith(DELIVERY_PREFIX) && (er.req.method === 'GET' || er.req.method === 'HEAD')) {
+        // Stored images on the zone's own host name: /cdn-cgi/imagedelivery/<hash>/<id>/<variant>.
+        const u = new URL(url, 'http://zone');
+        const path = u.pathname.slice(DELIVERY_PREFIX.length - 1);
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(er.req.headers)) if (typeof v === 'string') headers.set(k, v);
+        const r = await delivery.serve(path, u.search, headers, clock.now().getTime(), [path, u.pathname]);
+        return answer(er, r.status, r.status === 304 ? '' : r.body, r.headers);
+      }
       if (!er.res || !url.startsWith(PREFIX)) return 'continue';
       if (er.req.method !== 'GET' && er.req.method !== 'HEAD') return answer(er, 405, 'ERROR 9401: image transformations take GET or HEAD\n', { allow: 'GET, HEAD' });
       const rest = url.slice(PREFIX.length);

@@ -54,7 +54,7 @@ export default defineArea({
     mountImageRoutes(ctx, images, delivery);
     ctx.services.provide<ImageService>(IMAGES_SERVICE, images);
     const origin = new OriginFetcher({ connectTimeoutMs: ctx.config.originConnectTimeoutMs, responseTimeoutMs: ctx.config.originResponseTimeoutMs });
-    addImageTransformPhase(ctx.services.require<EdgeService>(EDGE), origin, log);
+    addImageTransformPhase(ctx.services.require<EdgeService>(EDGE), origin, delivery, ctx.clock, log);
     return {
       // Temporary files of uploads cut short by a crash are never adopted: clear them.
       start: async () => rm(images.tmpDir, { recursive: true, force: true }),

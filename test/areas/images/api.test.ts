@@ -89,6 +89,26 @@ describe('upload', () => {
     expect(notForm.status).toBe(400);
   });
 
+  it('accepts WebP, animated GIF and SVG (sanitised)', async () => {
+    const sharpLib = (await import('sharp')).default;
+    const webp = await solid(16, 16, [1, 2, 3], 'webp');
+    expect((await upload(t, { file: { data: webp, name: 'a.webp' } })).status).toBe(200);
+    const frames = await Promise.all([[255, 0, 0], [0, 255, 0], [0, 0, 255]].map((c) => solid(10, 10, c as [number, number, number])));
+    const raw = Buffer.concat(await Promise.all(frames.map((f) => sharpLib(f).raw().toBuffer())));
+    const gif = await sharpLib(raw, { raw: { width: 10, height: 30, channels: 3, pageHeight: 10 } }).gif({ delay: [100, 100, 100] }).toBuffer();
+    expect((await sharpLib(gif).metadata()).pages).toBe(3);
+    const g = await upload(t, { file: { data: gif, name: 'anim.gif' }, id: 'anim' });
+    expect(g.status).toBe(200);
+    const blob = await fetch(`${t.api}${base()}/v1/anim/blob`, { headers: { authorization: `Bearer ${t.token}` } });
+    expect((await sharpLib(Buffer.from(await blob.arrayBuffer())).metadata()).pages).toBe(3);
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="10"><script>alert(1)</script><rect width="20" height="10" fill="red" onload="alert(2)"/><a href="javascript:alert(3)"><text>x</text></a></svg>';
+    const sv = await upload(t, { file: { data: Buffer.from(svg), name: 'x.svg', type: 'image/svg+xml' }, id: 'vector' });
+    expect(sv.status).toBe(200);
+    const stored = await (await fetch(`${t.api}${base()}/v1/vector/blob`, { headers: { authorization: `Bearer ${t.token}` } })).text();
+    expect(stored).toContain('<rect');
+    expect(stored).not.toMatch(/script|onload|javascript:/i);
+  });
+
   it('refuses a 101 MB upload with 5401 without holding it in memory', async () => {
     const boundary = 'outpostboundary';
     const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import sharp from 'sharp';
 import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
 import { startOrigin, type Origin } from '../../support/origins.ts';
-import { halves, near, pixel } from './helpers.ts';
+import { halves, near, pixel, upload } from './helpers.ts';
 
 const ORIGIN = '127.0.16.1';
 let t: TestServer;
@@ -82,6 +82,16 @@ describe('/cdn-cgi/image on the edge', () => {
     const text = await get('www.images-edge.test', '/cdn-cgi/image/w=10/notes.txt');
     expect(text.status).toBe(415);
     expect(text.body.toString()).toMatch(/ERROR 5400/);
+  });
+  it('serves stored images at /cdn-cgi/imagedelivery on the zone host', async () => {
+    const up = await upload(t, { file: { data: picture, name: 'stored.png' }, id: 'edge/stored' });
+    expect(up.status).toBe(200);
+    const hash = new URL(up.body.result.variants[0]).pathname.split('/')[1];
+    const r = await get('www.images-edge.test', `/cdn-cgi/imagedelivery/${hash}/edge/stored/w=40`);
+    expect(r.status).toBe(200);
+    expect(r.headers.etag).toMatch(/^"/);
+    expect((await sharp(r.body).metadata()).width).toBe(40);
+    expect((await get('www.images-edge.test', `/cdn-cgi/imagedelivery/${hash}/edge/none/w=40`)).status).toBe(404);
   });
   it('leaves other paths to the origin', async () => {
     const r = await get('www.images-edge.test', '/img/pic.png');
