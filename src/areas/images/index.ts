@@ -18,8 +18,8 @@
  *
  * Permissions: Images Read / Images Write (account).
  *
- * LIMITATIONS: animated sources are delivered as their first frame once transformed (the original
- * bytes are served by `/blob`); gravity `face` uses libvips' attention strategy, not a face
+ * LIMITATIONS: animated sources keep their frames in GIF/WebP output except with rotate, levels,
+ * attention or point gravity (then the first frame); gravity `face` uses libvips' attention strategy, not a face
  * detector; upload by URL refuses loopback and private addresses unless
  * `--images-fetch-allow-private`; error codes other than 5400/5401/5403 are Outpost's.
  */

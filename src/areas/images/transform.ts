@@ -62,12 +62,22 @@ export async function transformImage(
   output: { format: OutputFormat; quality?: number; background?: TransformOptions['background'] },
   overlays: Overlay[] = [],
 ): Promise<TransformResult> {
-  let img = await pipeline(input, opts);
+  const animate = (output.format === 'gif' || output.format === 'webp') && overlays.length === 0;
+  if (animate) {
+    // Animated sources keep their frames where libvips can process them page by page.
+    try {
+      const anim = await pipeline(input, opts, true);
+      if (anim.animated) return await encode(anim.img, opts, output);
+    } catch {
+      // Fall back to the first frame below.
+    }
+  }
+  let img = (await pipeline(input, opts)).img;
   if (overlays.length > 0) {
     const base = await img.png().toBuffer({ resolveWithObject: true });
     const layers: sharp.OverlayOptions[] = [];
     for (const o of overlays) {
-      const layer = await (await pipeline(o.input, o.options)).ensureAlpha().png().toBuffer({ resolveWithObject: true });
+      const layer = await (await pipeline(o.input, o.options)).img.ensureAlpha().png().toBuffer({ resolveWithObject: true });
       let data = layer.data;
       if (o.opacity !== undefined && o.opacity < 1) {
         data = await sharp(data)
@@ -128,12 +138,20 @@ async function encode(
 }
 
 /** Decodes, orients, rotates, resizes, filters; metadata per `opts.metadata`. */
-async function pipeline(input: string | Buffer, opts: TransformOptions): Promise<Sharp> {
-  const src = sharp(input, { limitInputPixels: PIXEL_LIMIT, failOn: 'error' });
-  const meta = await src.metadata();
+async function pipeline(input: string | Buffer, opts: TransformOptions, animate = false): Promise<{ img: Sharp; animated: boolean }> {
+  const meta = await sharp(input, { limitInputPixels: PIXEL_LIMIT }).metadata();
+  const g = opts.gravity;
+  const animated =
+    animate &&
+    (meta.pages ?? 1) > 1 &&
+    !needsLevels(opts) &&
+    !opts.rotate &&
+    !(g && (g.kind === 'point' || g.side === 'auto' || g.side === 'face'));
+  if (animate && !animated) return { img: sharp(input), animated: false };
+  const src = sharp(input, { limitInputPixels: PIXEL_LIMIT, failOn: 'error', animated });
   let img = src.autoOrient();
   let W = meta.autoOrient?.width ?? meta.width ?? 1;
-  let H = meta.autoOrient?.height ?? meta.height ?? 1;
+  let H = animated ? (meta.pageHeight ?? meta.height ?? 1) : (meta.autoOrient?.height ?? meta.height ?? 1);
   if (opts.rotate) {
     img = img.rotate(opts.rotate);
     if (opts.rotate === 90 || opts.rotate === 270) [W, H] = [H, W];
@@ -146,7 +164,7 @@ async function pipeline(input: string | Buffer, opts: TransformOptions): Promise
   if (opts.sharpen) img = img.sharpen({ sigma: 0.5 + opts.sharpen / 2 });
   if (needsLevels(opts)) img = await levels(img, opts);
   img = withMetadata(img, opts.metadata ?? 'copyright', meta);
-  return img;
+  return { img, animated };
 }
 
 async function resize(img: Sharp, opts: TransformOptions, W: number, H: number, tw: number | undefined, th: number | undefined): Promise<Sharp> {

@@ -104,6 +104,23 @@ describe('format and quality', () => {
   });
 });
 
+describe('animation', () => {
+  it('keeps the frames of an animated GIF in GIF and WebP output, the first frame elsewhere', async () => {
+    const frames = await Promise.all([[255, 0, 0], [0, 255, 0], [0, 0, 255]].map((c) => solid(20, 20, c as [number, number, number])));
+    const raw = Buffer.concat(await Promise.all(frames.map((f) => sharp(f).raw().toBuffer())));
+    const gif = await sharp(raw, { raw: { width: 20, height: 60, channels: 3, pageHeight: 20 } }).gif({ delay: [100, 100, 100] }).toBuffer();
+    expect((await upload(t, { file: { data: gif, name: 'anim.gif' }, id: 'd/anim' })).status).toBe(200);
+    ids.anim = 'd/anim';
+    const g = await meta('anim', 'w=10');
+    expect(g.meta).toMatchObject({ format: 'gif', width: 10, height: 10, pages: 3 });
+    const w = await meta('anim', 'w=10,f=webp');
+    expect(w.meta).toMatchObject({ format: 'webp', width: 10, pages: 3 });
+    const p = await meta('anim', 'w=10,f=png');
+    expect(p.meta).toMatchObject({ format: 'png', width: 10, height: 10 });
+    expect(p.meta.pages ?? 1).toBe(1);
+  });
+});
+
 describe('filters', () => {
   it('blur lowers variance, sharpen raises sharpness', async () => {
     const plain = await meta('noise', 'f=png,w=120');
