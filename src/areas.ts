@@ -17,6 +17,7 @@ import kv from './areas/kv/index.ts';
 import workers from './areas/workers/index.ts';
 import workflows from './areas/workflows/index.ts';
 import analytics from './areas/analytics/index.ts';
+import images from './areas/images/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -36,4 +37,5 @@ export const AREAS: Area[] = [
   workers,
   workflows,
   analytics,
+  images,
 ];

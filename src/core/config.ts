@@ -123,6 +123,10 @@ export interface Config {
   analyticsSampleRate: number;
   /** Analytics: SQL queries are interrupted after this long, ms. */
   analyticsQueryTimeoutMs: number;
+  /** Images: base address put in `variants` URLs (default: the address the request came to). */
+  imagesDeliveryUrl?: string;
+  /** Images: let upload-by-URL fetch loopback and private addresses (tests on one machine). */
+  imagesFetchAllowPrivate: boolean;
 }
 
 export const DEFAULTS: Config = {
@@ -171,6 +175,7 @@ export const DEFAULTS: Config = {
   analyticsRetentionDays: 90,
   analyticsSampleRate: 1_000_000,
   analyticsQueryTimeoutMs: 30_000,
+  imagesFetchAllowPrivate: false,
 };
 
 interface OptionSpec {
@@ -182,60 +187,398 @@ interface OptionSpec {
 }
 
 export const OPTIONS: OptionSpec[] = [
-  { key: 'host', flag: 'host', env: 'OUTPOST_HOST', type: 'string', help: 'address to listen on (default 127.0.0.1)' },
-  { key: 'apiPort', flag: 'api-port', env: 'OUTPOST_API_PORT', type: 'port', help: 'management API port (default 8787; 0 = any free port)' },
-  { key: 'edgePort', flag: 'edge-port', env: 'OUTPOST_EDGE_PORT', type: 'port', help: 'proxied-traffic edge port (default 8080; 0 = any free port)' },
-  { key: 'dnsPort', flag: 'dns-port', env: 'OUTPOST_DNS_PORT', type: 'port', help: 'authoritative DNS port, UDP and TCP (default 5353; 0 = any free port)' },
-  { key: 'edgeAddresses', flag: 'edge-addresses', env: 'OUTPOST_EDGE_ADDRESSES', type: 'list', help: 'comma-separated IPs proxied DNS records answer with (default: from --host)' },
-  { key: 'dataDir', flag: 'data-dir', env: 'OUTPOST_DATA_DIR', type: 'string', help: 'data directory (default ./.outpost)' },
-  { key: 'database', flag: 'database', env: 'OUTPOST_DATABASE', type: 'string', help: 'postgres://… URL, or a SQLite file (default <data-dir>/outpost.db)' },
-  { key: 'databaseSchema', flag: 'database-schema', env: 'OUTPOST_DATABASE_SCHEMA', type: 'string', help: 'PostgreSQL schema to use (created if missing)' },
-  { key: 'logLevel', flag: 'log-level', env: 'OUTPOST_LOG_LEVEL', type: 'string', help: 'trace|debug|info|warn|error (default info)' },
-  { key: 'apiToken', flag: 'api-token', env: 'OUTPOST_API_TOKEN', type: 'string', help: 'seed the root API token with this secret' },
-  { key: 'accountId', flag: 'account-id', env: 'OUTPOST_ACCOUNT_ID', type: 'string', help: 'seed the first account with this id (32 hex)' },
-  { key: 'apiEmail', flag: 'api-email', env: 'OUTPOST_API_EMAIL', type: 'string', help: 'legacy X-Auth-Email (default admin@outpost.local)' },
-  { key: 'apiKey', flag: 'api-key', env: 'OUTPOST_API_KEY', type: 'string', help: 'legacy X-Auth-Key (generated on first start if unset)' },
-  { key: 'bodyLimit', flag: 'body-limit', env: 'OUTPOST_BODY_LIMIT', type: 'int', help: 'largest request body in bytes (default 10485760)' },
-  { key: 'rateLimit', flag: 'rate-limit', env: 'OUTPOST_RATE_LIMIT', type: 'rate', help: 'per-token limit as <requests>/<seconds>, e.g. 1200/300 (default off)' },
-  { key: 'zoneActivation', flag: 'zone-activation', env: 'OUTPOST_ZONE_ACTIVATION', type: 'string', help: 'immediate|manual (default immediate)' },
-  { key: 'originConnectTimeoutMs', flag: 'origin-connect-timeout', env: 'OUTPOST_ORIGIN_CONNECT_TIMEOUT', type: 'int', help: 'edge → origin connect timeout in ms; 522 after it (default 15000)' },
-  { key: 'originResponseTimeoutMs', flag: 'origin-response-timeout', env: 'OUTPOST_ORIGIN_RESPONSE_TIMEOUT', type: 'int', help: 'wait for origin response headers in ms; 524 after it (default 100000)' },
-  { key: 'edgeTestHeaders', flag: 'edge-test-headers', env: 'OUTPOST_EDGE_TEST_HEADERS', type: 'bool', help: 'trust x-outpost-client-ip/-country/-asn request headers (tests only; default false)' },
-  { key: 'turnPort', flag: 'turn-port', env: 'OUTPOST_TURN_PORT', type: 'port', help: 'TURN/STUN port, UDP and TCP (default 3478; 0 = any free port)' },
-  { key: 'turnsPort', flag: 'turns-port', env: 'OUTPOST_TURNS_PORT', type: 'port', help: 'TURN over TLS port when --relay-tls is set (default 5349)' },
-  { key: 'relayTls', flag: 'relay-tls', env: 'OUTPOST_RELAY_TLS', type: 'string', help: 'off | self-signed | <cert.pem>,<key.pem> (default off)' },
-  { key: 'relayHost', flag: 'relay-host', env: 'OUTPOST_RELAY_HOST', type: 'string', help: 'host put into generated ICE URLs (default: --host)' },
-  { key: 'relayPorts', flag: 'relay-ports', env: 'OUTPOST_RELAY_PORTS', type: 'string', help: 'relayed-address port range min-max (default 49152-65535)' },
-  { key: 'relayAllowLoopback', flag: 'relay-allow-loopback', env: 'OUTPOST_RELAY_ALLOW_LOOPBACK', type: 'bool', help: 'allow loopback/private relay peers (default false)' },
-  { key: 'relayQuota', flag: 'relay-quota', env: 'OUTPOST_RELAY_QUOTA', type: 'int', help: 'allocations per relay username (default 10)' },
-  { key: 'cniProvisioningSeconds', flag: 'cni-provisioning-seconds', env: 'OUTPOST_CNI_PROVISIONING_SECONDS', type: 'int', help: 'seconds a new interconnect stays pending (default 60)' },
-  { key: 'cniFacilities', flag: 'cni-facilities', env: 'OUTPOST_CNI_FACILITIES', type: 'string', help: 'JSON file replacing the built-in interconnect facilities catalog' },
-  { key: 'tunnelEndpoint', flag: 'tunnel-endpoint', env: 'OUTPOST_TUNNEL_ENDPOINT', type: 'string', help: 'URL tunnel connectors reach the API at, put into tunnel tokens (default: the API address)' },
-  { key: 'tunnelColo', flag: 'tunnel-colo', env: 'OUTPOST_TUNNEL_COLO', type: 'string', help: 'colo_name reported for tunnel connections (default outpost)' },
-  { key: 'spectrumBindAddresses', flag: 'spectrum-bind-addresses', env: 'OUTPOST_SPECTRUM_BIND_ADDRESSES', type: 'list', help: 'comma-separated addresses proxied TCP/UDP apps listen on (default: --edge-addresses, else from --host)' },
-  { key: 'spectrumPortOffset', flag: 'spectrum-port-offset', env: 'OUTPOST_SPECTRUM_PORT_OFFSET', type: 'int', help: 'app ports below 1024 bind at port+offset when not permitted (default 10000)' },
-  { key: 'spectrumMapLowPorts', flag: 'spectrum-map-low-ports', env: 'OUTPOST_SPECTRUM_MAP_LOW_PORTS', type: 'bool', help: 'always bind app ports below 1024 at port+offset (default false)' },
-  { key: 'spectrumUdpIdleTimeoutMs', flag: 'spectrum-udp-idle-timeout', env: 'OUTPOST_SPECTRUM_UDP_IDLE_TIMEOUT', type: 'int', help: 'idle timeout of a proxied UDP flow in ms (default 30000)' },
-  { key: 'spectrumOriginCa', flag: 'spectrum-origin-ca', env: 'OUTPOST_SPECTRUM_ORIGIN_CA', type: 'string', help: 'PEM file of extra CAs trusted by tls=strict apps' },
-  { key: 'spectrumColo', flag: 'spectrum-colo', env: 'OUTPOST_SPECTRUM_COLO', type: 'string', help: 'colo name in proxied-app analytics, up to 3 characters (default LOC)' },
-  { key: 'runtimeCpuSlackMs', flag: 'runtime-cpu-slack', env: 'OUTPOST_RUNTIME_CPU_SLACK', type: 'int', help: 'script CPU watchdog slack in ms added to each limit (default 250)' },
-  { key: 'runtimeMemoryFloorMb', flag: 'runtime-memory-floor', env: 'OUTPOST_RUNTIME_MEMORY_FLOOR', type: 'int', help: 'smallest script-instance memory growth treated as overrun, MB (default 512)' },
-  { key: 'runtimeWallTimeoutMs', flag: 'runtime-wall-timeout', env: 'OUTPOST_RUNTIME_WALL_TIMEOUT', type: 'int', help: 'wall-clock budget per script request in ms (default 30000)' },
-  { key: 'runtimeMaxInstances', flag: 'runtime-max-instances', env: 'OUTPOST_RUNTIME_MAX_INSTANCES', type: 'int', help: 'running script instances (one workerd per tenant) kept at most (default 64)' },
-  { key: 'snippetSubrequests', flag: 'snippet-subrequests', env: 'OUTPOST_SNIPPET_SUBREQUESTS', type: 'int', help: 'subrequests per snippet execution, 2-5 (default 5)' },
-  { key: 'snippetCpuMs', flag: 'snippet-cpu-ms', env: 'OUTPOST_SNIPPET_CPU_MS', type: 'int', help: 'snippet CPU limit in ms before the runtime slack (default 5)' },
-  { key: 'snippetMemoryMb', flag: 'snippet-memory-mb', env: 'OUTPOST_SNIPPET_MEMORY_MB', type: 'int', help: 'snippet memory limit in MB, at least the runtime floor is enforced (default 2)' },
-  { key: 'snippetsPerZone', flag: 'snippets-per-zone', env: 'OUTPOST_SNIPPETS_PER_ZONE', type: 'int', help: 'snippets per zone (default 300)' },
-  { key: 'snippetCf', flag: 'snippet-cf', env: 'OUTPOST_SNIPPET_CF', type: 'string', help: 'JSON object of request.cf defaults for snippets (colo, city, asn, ...)' },
-  { key: 'workersDevSuffix', flag: 'workers-dev-suffix', env: 'OUTPOST_WORKERS_DEV_SUFFIX', type: 'string', help: 'suffix of <script>.<subdomain>.<suffix> script host names on the edge (default workers.localhost)' },
-  { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
-  { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
-  { key: 'analyticsFlushMs', flag: 'analytics-flush-ms', env: 'OUTPOST_ANALYTICS_FLUSH_MS', type: 'int', help: 'analytics data points are stored in batches this often, ms (default 1000)' },
-  { key: 'analyticsRetentionDays', flag: 'analytics-retention-days', env: 'OUTPOST_ANALYTICS_RETENTION_DAYS', type: 'int', help: 'analytics data points are kept this many days (default 90)' },
-  { key: 'analyticsSampleRate', flag: 'analytics-sample-rate', env: 'OUTPOST_ANALYTICS_SAMPLE_RATE', type: 'int', help: 'analytics writes per minute and dataset before sampling starts (default 1000000)' },
-  { key: 'analyticsQueryTimeoutMs', flag: 'analytics-query-timeout-ms', env: 'OUTPOST_ANALYTICS_QUERY_TIMEOUT_MS', type: 'int', help: 'analytics SQL query time limit, ms (default 30000)' },
-  { key: 'workflowsMaxInflight', flag: 'workflows-max-inflight', env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT', type: 'int', help: 'workflow attempts executing at once (default 256)' },
-  { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
+  {
+    key: 'host',
+    flag: 'host',
+    env: 'OUTPOST_HOST',
+    type: 'string',
+    help: 'address to listen on (default 127.0.0.1)',
+  },
+  {
+    key: 'apiPort',
+    flag: 'api-port',
+    env: 'OUTPOST_API_PORT',
+    type: 'port',
+    help: 'management API port (default 8787; 0 = any free port)',
+  },
+  {
+    key: 'edgePort',
+    flag: 'edge-port',
+    env: 'OUTPOST_EDGE_PORT',
+    type: 'port',
+    help: 'proxied-traffic edge port (default 8080; 0 = any free port)',
+  },
+  {
+    key: 'dnsPort',
+    flag: 'dns-port',
+    env: 'OUTPOST_DNS_PORT',
+    type: 'port',
+    help: 'authoritative DNS port, UDP and TCP (default 5353; 0 = any free port)',
+  },
+  {
+    key: 'edgeAddresses',
+    flag: 'edge-addresses',
+    env: 'OUTPOST_EDGE_ADDRESSES',
+    type: 'list',
+    help: 'comma-separated IPs proxied DNS records answer with (default: from --host)',
+  },
+  {
+    key: 'dataDir',
+    flag: 'data-dir',
+    env: 'OUTPOST_DATA_DIR',
+    type: 'string',
+    help: 'data directory (default ./.outpost)',
+  },
+  {
+    key: 'database',
+    flag: 'database',
+    env: 'OUTPOST_DATABASE',
+    type: 'string',
+    help: 'postgres://… URL, or a SQLite file (default <data-dir>/outpost.db)',
+  },
+  {
+    key: 'databaseSchema',
+    flag: 'database-schema',
+    env: 'OUTPOST_DATABASE_SCHEMA',
+    type: 'string',
+    help: 'PostgreSQL schema to use (created if missing)',
+  },
+  {
+    key: 'logLevel',
+    flag: 'log-level',
+    env: 'OUTPOST_LOG_LEVEL',
+    type: 'string',
+    help: 'trace|debug|info|warn|error (default info)',
+  },
+  {
+    key: 'apiToken',
+    flag: 'api-token',
+    env: 'OUTPOST_API_TOKEN',
+    type: 'string',
+    help: 'seed the root API token with this secret',
+  },
+  {
+    key: 'accountId',
+    flag: 'account-id',
+    env: 'OUTPOST_ACCOUNT_ID',
+    type: 'string',
+    help: 'seed the first account with this id (32 hex)',
+  },
+  {
+    key: 'apiEmail',
+    flag: 'api-email',
+    env: 'OUTPOST_API_EMAIL',
+    type: 'string',
+    help: 'legacy X-Auth-Email (default admin@outpost.local)',
+  },
+  {
+    key: 'apiKey',
+    flag: 'api-key',
+    env: 'OUTPOST_API_KEY',
+    type: 'string',
+    help: 'legacy X-Auth-Key (generated on first start if unset)',
+  },
+  {
+    key: 'bodyLimit',
+    flag: 'body-limit',
+    env: 'OUTPOST_BODY_LIMIT',
+    type: 'int',
+    help: 'largest request body in bytes (default 10485760)',
+  },
+  {
+    key: 'rateLimit',
+    flag: 'rate-limit',
+    env: 'OUTPOST_RATE_LIMIT',
+    type: 'rate',
+    help: 'per-token limit as <requests>/<seconds>, e.g. 1200/300 (default off)',
+  },
+  {
+    key: 'zoneActivation',
+    flag: 'zone-activation',
+    env: 'OUTPOST_ZONE_ACTIVATION',
+    type: 'string',
+    help: 'immediate|manual (default immediate)',
+  },
+  {
+    key: 'originConnectTimeoutMs',
+    flag: 'origin-connect-timeout',
+    env: 'OUTPOST_ORIGIN_CONNECT_TIMEOUT',
+    type: 'int',
+    help: 'edge → origin connect timeout in ms; 522 after it (default 15000)',
+  },
+  {
+    key: 'originResponseTimeoutMs',
+    flag: 'origin-response-timeout',
+    env: 'OUTPOST_ORIGIN_RESPONSE_TIMEOUT',
+    type: 'int',
+    help: 'wait for origin response headers in ms; 524 after it (default 100000)',
+  },
+  {
+    key: 'edgeTestHeaders',
+    flag: 'edge-test-headers',
+    env: 'OUTPOST_EDGE_TEST_HEADERS',
+    type: 'bool',
+    help: 'trust x-outpost-client-ip/-country/-asn request headers (tests only; default false)',
+  },
+  {
+    key: 'turnPort',
+    flag: 'turn-port',
+    env: 'OUTPOST_TURN_PORT',
+    type: 'port',
+    help: 'TURN/STUN port, UDP and TCP (default 3478; 0 = any free port)',
+  },
+  {
+    key: 'turnsPort',
+    flag: 'turns-port',
+    env: 'OUTPOST_TURNS_PORT',
+    type: 'port',
+    help: 'TURN over TLS port when --relay-tls is set (default 5349)',
+  },
+  {
+    key: 'relayTls',
+    flag: 'relay-tls',
+    env: 'OUTPOST_RELAY_TLS',
+    type: 'string',
+    help: 'off | self-signed | <cert.pem>,<key.pem> (default off)',
+  },
+  {
+    key: 'relayHost',
+    flag: 'relay-host',
+    env: 'OUTPOST_RELAY_HOST',
+    type: 'string',
+    help: 'host put into generated ICE URLs (default: --host)',
+  },
+  {
+    key: 'relayPorts',
+    flag: 'relay-ports',
+    env: 'OUTPOST_RELAY_PORTS',
+    type: 'string',
+    help: 'relayed-address port range min-max (default 49152-65535)',
+  },
+  {
+    key: 'relayAllowLoopback',
+    flag: 'relay-allow-loopback',
+    env: 'OUTPOST_RELAY_ALLOW_LOOPBACK',
+    type: 'bool',
+    help: 'allow loopback/private relay peers (default false)',
+  },
+  {
+    key: 'relayQuota',
+    flag: 'relay-quota',
+    env: 'OUTPOST_RELAY_QUOTA',
+    type: 'int',
+    help: 'allocations per relay username (default 10)',
+  },
+  {
+    key: 'cniProvisioningSeconds',
+    flag: 'cni-provisioning-seconds',
+    env: 'OUTPOST_CNI_PROVISIONING_SECONDS',
+    type: 'int',
+    help: 'seconds a new interconnect stays pending (default 60)',
+  },
+  {
+    key: 'cniFacilities',
+    flag: 'cni-facilities',
+    env: 'OUTPOST_CNI_FACILITIES',
+    type: 'string',
+    help: 'JSON file replacing the built-in interconnect facilities catalog',
+  },
+  {
+    key: 'tunnelEndpoint',
+    flag: 'tunnel-endpoint',
+    env: 'OUTPOST_TUNNEL_ENDPOINT',
+    type: 'string',
+    help: 'URL tunnel connectors reach the API at, put into tunnel tokens (default: the API address)',
+  },
+  {
+    key: 'tunnelColo',
+    flag: 'tunnel-colo',
+    env: 'OUTPOST_TUNNEL_COLO',
+    type: 'string',
+    help: 'colo_name reported for tunnel connections (default outpost)',
+  },
+  {
+    key: 'spectrumBindAddresses',
+    flag: 'spectrum-bind-addresses',
+    env: 'OUTPOST_SPECTRUM_BIND_ADDRESSES',
+    type: 'list',
+    help: 'comma-separated addresses proxied TCP/UDP apps listen on (default: --edge-addresses, else from --host)',
+  },
+  {
+    key: 'spectrumPortOffset',
+    flag: 'spectrum-port-offset',
+    env: 'OUTPOST_SPECTRUM_PORT_OFFSET',
+    type: 'int',
+    help: 'app ports below 1024 bind at port+offset when not permitted (default 10000)',
+  },
+  {
+    key: 'spectrumMapLowPorts',
+    flag: 'spectrum-map-low-ports',
+    env: 'OUTPOST_SPECTRUM_MAP_LOW_PORTS',
+    type: 'bool',
+    help: 'always bind app ports below 1024 at port+offset (default false)',
+  },
+  {
+    key: 'spectrumUdpIdleTimeoutMs',
+    flag: 'spectrum-udp-idle-timeout',
+    env: 'OUTPOST_SPECTRUM_UDP_IDLE_TIMEOUT',
+    type: 'int',
+    help: 'idle timeout of a proxied UDP flow in ms (default 30000)',
+  },
+  {
+    key: 'spectrumOriginCa',
+    flag: 'spectrum-origin-ca',
+    env: 'OUTPOST_SPECTRUM_ORIGIN_CA',
+    type: 'string',
+    help: 'PEM file of extra CAs trusted by tls=strict apps',
+  },
+  {
+    key: 'spectrumColo',
+    flag: 'spectrum-colo',
+    env: 'OUTPOST_SPECTRUM_COLO',
+    type: 'string',
+    help: 'colo name in proxied-app analytics, up to 3 characters (default LOC)',
+  },
+  {
+    key: 'runtimeCpuSlackMs',
+    flag: 'runtime-cpu-slack',
+    env: 'OUTPOST_RUNTIME_CPU_SLACK',
+    type: 'int',
+    help: 'script CPU watchdog slack in ms added to each limit (default 250)',
+  },
+  {
+    key: 'runtimeMemoryFloorMb',
+    flag: 'runtime-memory-floor',
+    env: 'OUTPOST_RUNTIME_MEMORY_FLOOR',
+    type: 'int',
+    help: 'smallest script-instance memory growth treated as overrun, MB (default 512)',
+  },
+  {
+    key: 'runtimeWallTimeoutMs',
+    flag: 'runtime-wall-timeout',
+    env: 'OUTPOST_RUNTIME_WALL_TIMEOUT',
+    type: 'int',
+    help: 'wall-clock budget per script request in ms (default 30000)',
+  },
+  {
+    key: 'runtimeMaxInstances',
+    flag: 'runtime-max-instances',
+    env: 'OUTPOST_RUNTIME_MAX_INSTANCES',
+    type: 'int',
+    help: 'running script instances (one workerd per tenant) kept at most (default 64)',
+  },
+  {
+    key: 'snippetSubrequests',
+    flag: 'snippet-subrequests',
+    env: 'OUTPOST_SNIPPET_SUBREQUESTS',
+    type: 'int',
+    help: 'subrequests per snippet execution, 2-5 (default 5)',
+  },
+  {
+    key: 'snippetCpuMs',
+    flag: 'snippet-cpu-ms',
+    env: 'OUTPOST_SNIPPET_CPU_MS',
+    type: 'int',
+    help: 'snippet CPU limit in ms before the runtime slack (default 5)',
+  },
+  {
+    key: 'snippetMemoryMb',
+    flag: 'snippet-memory-mb',
+    env: 'OUTPOST_SNIPPET_MEMORY_MB',
+    type: 'int',
+    help: 'snippet memory limit in MB, at least the runtime floor is enforced (default 2)',
+  },
+  {
+    key: 'snippetsPerZone',
+    flag: 'snippets-per-zone',
+    env: 'OUTPOST_SNIPPETS_PER_ZONE',
+    type: 'int',
+    help: 'snippets per zone (default 300)',
+  },
+  {
+    key: 'snippetCf',
+    flag: 'snippet-cf',
+    env: 'OUTPOST_SNIPPET_CF',
+    type: 'string',
+    help: 'JSON object of request.cf defaults for snippets (colo, city, asn, ...)',
+  },
+  {
+    key: 'workersDevSuffix',
+    flag: 'workers-dev-suffix',
+    env: 'OUTPOST_WORKERS_DEV_SUFFIX',
+    type: 'string',
+    help: 'suffix of <script>.<subdomain>.<suffix> script host names on the edge (default workers.localhost)',
+  },
+  {
+    key: 'workflowsPlan',
+    flag: 'workflows-plan',
+    env: 'OUTPOST_WORKFLOWS_PLAN',
+    type: 'string',
+    help: 'free|paid: workflow retention and concurrency defaults (default paid)',
+  },
+  {
+    key: 'workflowsPollMs',
+    flag: 'workflows-poll-ms',
+    env: 'OUTPOST_WORKFLOWS_POLL_MS',
+    type: 'int',
+    help: 'longest wait between workflow timer scans in ms (default 1000)',
+  },
+  {
+    key: 'analyticsFlushMs',
+    flag: 'analytics-flush-ms',
+    env: 'OUTPOST_ANALYTICS_FLUSH_MS',
+    type: 'int',
+    help: 'analytics data points are stored in batches this often, ms (default 1000)',
+  },
+  {
+    key: 'analyticsRetentionDays',
+    flag: 'analytics-retention-days',
+    env: 'OUTPOST_ANALYTICS_RETENTION_DAYS',
+    type: 'int',
+    help: 'analytics data points are kept this many days (default 90)',
+  },
+  {
+    key: 'analyticsSampleRate',
+    flag: 'analytics-sample-rate',
+    env: 'OUTPOST_ANALYTICS_SAMPLE_RATE',
+    type: 'int',
+    help: 'analytics writes per minute and dataset before sampling starts (default 1000000)',
+  },
+  {
+    key: 'analyticsQueryTimeoutMs',
+    flag: 'analytics-query-timeout-ms',
+    env: 'OUTPOST_ANALYTICS_QUERY_TIMEOUT_MS',
+    type: 'int',
+    help: 'analytics SQL query time limit, ms (default 30000)',
+  },
+  {
+    key: 'workflowsMaxInflight',
+    flag: 'workflows-max-inflight',
+    env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT',
+    type: 'int',
+    help: 'workflow attempts executing at once (default 256)',
+  },
+  {
+    key: 'imagesDeliveryUrl',
+    flag: 'images-delivery-url',
+    env: 'OUTPOST_IMAGES_DELIVERY_URL',
+    type: 'string',
+    help: "base URL of image delivery put in variants (default: the request's own address)",
+  },
+  {
+    key: 'imagesFetchAllowPrivate',
+    flag: 'images-fetch-allow-private',
+    env: 'OUTPOST_IMAGES_FETCH_ALLOW_PRIVATE',
+    type: 'bool',
+    help: 'let image upload by URL reach loopback/private addresses (default false)',
+  },
+  {
+    key: 'nameServers',
+    flag: 'name-servers',
+    env: 'OUTPOST_NAME_SERVERS',
+    type: 'list',
+    help: 'comma-separated name servers assigned to zones',
+  },
 ];
 
 export class ConfigError extends Error {}
@@ -248,7 +591,13 @@ function convert(spec: OptionSpec, raw: unknown, source: string): unknown {
     if (raw === false || raw === 'false' || raw === '0') return false;
     throw new ConfigError(`${where}: expected true or false, got ${String(raw)}`);
   }
-  if (spec.type === 'list') return Array.isArray(raw) ? raw.map(String) : String(raw).split(',').map((s) => s.trim()).filter(Boolean);
+  if (spec.type === 'list')
+    return Array.isArray(raw)
+      ? raw.map(String)
+      : String(raw)
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
   if (spec.type === 'rate') {
     if (typeof raw === 'object' && raw !== null) return raw;
     const m = /^(\d+)\/(\d+)$/.exec(String(raw));
@@ -256,9 +605,16 @@ function convert(spec: OptionSpec, raw: unknown, source: string): unknown {
     return { requests: Number(m[1]), windowSeconds: Number(m[2]) };
   }
   // Only digits: Number('') and Number(null) would silently be 0 (a random port).
-  const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  const n =
+    typeof raw === 'number'
+      ? raw
+      : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)
+        ? Number(raw)
+        : NaN;
   if (!Number.isInteger(n) || n < 0 || (spec.type === 'port' && n > 65535)) {
-    throw new ConfigError(`${where}: expected ${spec.type === 'port' ? 'a port 0–65535' : 'a non-negative integer'}, got ${String(raw)}`);
+    throw new ConfigError(
+      `${where}: expected ${spec.type === 'port' ? 'a port 0–65535' : 'a non-negative integer'}, got ${String(raw)}`,
+    );
   }
   return n;
 }
@@ -286,7 +642,11 @@ export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: Partial<Config> = {},
 ): Config {
-  const config: Config = { ...DEFAULTS, nameServers: [...DEFAULTS.nameServers], edgeAddresses: [...DEFAULTS.edgeAddresses] };
+  const config: Config = {
+    ...DEFAULTS,
+    nameServers: [...DEFAULTS.nameServers],
+    edgeAddresses: [...DEFAULTS.edgeAddresses],
+  };
   const known = new Set([...OPTIONS.map((o) => o.flag), 'config', 'help']);
   for (const name of Object.keys(flags)) {
     if (!known.has(name)) throw new ConfigError(`unknown flag --${name}; see outpost --help`);
@@ -295,32 +655,47 @@ export function loadConfig(
   const fromFile: Record<string, unknown> = file ? readConfigFile(file) : {};
   const target = config as unknown as Record<string, unknown>;
   for (const spec of OPTIONS) {
-    if (fromFile[spec.key] !== undefined) target[spec.key] = convert(spec, fromFile[spec.key], `config file ${file}:`);
-    if (env[spec.env] !== undefined && env[spec.env] !== '') target[spec.key] = convert(spec, env[spec.env], 'environment');
+    if (fromFile[spec.key] !== undefined)
+      target[spec.key] = convert(spec, fromFile[spec.key], `config file ${file}:`);
+    if (env[spec.env] !== undefined && env[spec.env] !== '')
+      target[spec.key] = convert(spec, env[spec.env], 'environment');
     if (flags[spec.flag] !== undefined) target[spec.key] = convert(spec, flags[spec.flag], 'flag');
   }
   Object.assign(config, overrides);
   if (config.zoneActivation !== 'immediate' && config.zoneActivation !== 'manual') {
-    throw new ConfigError(`zone activation must be immediate or manual, got ${String(config.zoneActivation)}`);
+    throw new ConfigError(
+      `zone activation must be immediate or manual, got ${String(config.zoneActivation)}`,
+    );
   }
   if (config.accountId !== undefined && !/^[0-9a-f]{32}$/.test(config.accountId)) {
     throw new ConfigError('OUTPOST_ACCOUNT_ID / --account-id must be 32 lowercase hex characters');
   }
   if (!/^[A-Za-z0-9]{1,3}$/.test(config.spectrumColo)) {
-    throw new ConfigError(`--spectrum-colo must be 1 to 3 letters or digits, got ${config.spectrumColo}`);
+    throw new ConfigError(
+      `--spectrum-colo must be 1 to 3 letters or digits, got ${config.spectrumColo}`,
+    );
   }
   if (config.spectrumPortOffset < 1024 || config.spectrumPortOffset > 64512) {
-    throw new ConfigError(`--spectrum-port-offset must be from 1024 to 64512, got ${config.spectrumPortOffset}`);
+    throw new ConfigError(
+      `--spectrum-port-offset must be from 1024 to 64512, got ${config.spectrumPortOffset}`,
+    );
   }
   if (config.workflowsPlan !== 'free' && config.workflowsPlan !== 'paid') {
-    throw new ConfigError(`--workflows-plan must be free or paid, got ${String(config.workflowsPlan)}`);
+    throw new ConfigError(
+      `--workflows-plan must be free or paid, got ${String(config.workflowsPlan)}`,
+    );
   }
   if (config.workflowsPollMs < 10) throw new ConfigError('--workflows-poll-ms must be at least 10');
-  if (config.analyticsFlushMs < 10) throw new ConfigError('--analytics-flush-ms must be at least 10');
-  if (config.analyticsRetentionDays < 1) throw new ConfigError('--analytics-retention-days must be at least 1');
-  if (config.analyticsSampleRate < 1) throw new ConfigError('--analytics-sample-rate must be at least 1');
-  if (config.analyticsQueryTimeoutMs < 1) throw new ConfigError('--analytics-query-timeout-ms must be at least 1');
-  if (config.workflowsMaxInflight < 1) throw new ConfigError('--workflows-max-inflight must be at least 1');
+  if (config.analyticsFlushMs < 10)
+    throw new ConfigError('--analytics-flush-ms must be at least 10');
+  if (config.analyticsRetentionDays < 1)
+    throw new ConfigError('--analytics-retention-days must be at least 1');
+  if (config.analyticsSampleRate < 1)
+    throw new ConfigError('--analytics-sample-rate must be at least 1');
+  if (config.analyticsQueryTimeoutMs < 1)
+    throw new ConfigError('--analytics-query-timeout-ms must be at least 1');
+  if (config.workflowsMaxInflight < 1)
+    throw new ConfigError('--workflows-max-inflight must be at least 1');
   config.dataDir = resolve(config.dataDir);
   if (!config.database) config.database = join(config.dataDir, 'outpost.db');
   return config;

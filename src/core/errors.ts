@@ -285,6 +285,17 @@ export const CODES = {
   snippet_in_use: { code: 1105, status: 409, message: 'Snippet {0} is used by a snippet rule; change the rules first' },
   snippet_rules_invalid: { code: 1106, status: 400, message: '{0}' },
   runtime_unavailable: { code: 1107, status: 503, message: 'The script runtime is not available: {0}' },
+  // --- images (5400/5401/5403 as the spec's table; the others are Outpost's) ---------------------
+  image_invalid_format: { code: 5400, status: 415, message: 'Invalid format: {0}' },
+  image_too_large: { code: 5401, status: 413, message: 'Image too large: {0}' },
+  image_invalid_transform: { code: 5403, status: 400, message: 'Invalid transform: {0}' },
+  image_not_found: { code: 5404, status: 404, message: 'Image not found: {0}' },
+  image_invalid: { code: 5455, status: 400, message: '{0}' },
+  image_exists: { code: 5409, status: 409, message: 'An image with id {0} already exists' },
+  image_variant_not_found: { code: 5406, status: 404, message: 'Variant not found: {0}' },
+  image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
+  image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
+  image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
+import { imagesBinding } from '../images/index.ts';
 import { CronScheduler, parseCron } from './cron.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
 import { networkFetch, type InvocationInfo } from '../../runtime/index.ts';
@@ -102,6 +103,7 @@ export class ScriptRegistry {
     const bindings: Record<string, HostBinding> = {};
     const extensions: string[] = [];
     const kvService = this.ctx.services.optional<KvService>(KV_SERVICE);
+    const images: string[] = [];
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
       else if (b.type === 'kv_namespace' && kvService) {
@@ -110,7 +112,10 @@ export class ScriptRegistry {
       } else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
-      else {
+      else if (b.type === 'images') {
+        images.push(b.name);
+        bindings[b.name] = imagesBinding();
+      } else {
         const ext = this.ctx.services.optional<BindingExtension>(bindingExtensionService(b.type));
         if (ext) extensions.push(ext.shim(b));
         if (ext) Object.assign(bindings, ext.bindings(accountId, b));
@@ -130,6 +135,7 @@ export class ScriptRegistry {
         workflows,
         extensions,
         kv,
+        images,
       }),
     });
     return {

@@ -48,6 +48,7 @@ const SUPPORTED_BINDINGS = new Set([
   'secret_text',
   'json',
   'kv_namespace',
+  'images',
 ]);
 
 const Metadata = z

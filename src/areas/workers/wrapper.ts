@@ -21,6 +21,8 @@
  * numbers); functions, symbols and circular references are refused at the call.
  */
 
+import { IMAGES_SHIM } from '../images/index.ts';
+
 /** Name of the service binding through which the script reaches the workflows engine. */
 export const ENGINE_BINDING = '__OUTPOST_WORKFLOWS';
 export const SECRET_HEADER = 'x-outpost-internal';
@@ -40,6 +42,8 @@ export interface WrapperConfig {
   extensions?: string[];
   /** Key-value bindings: env name → internal service binding name. */
   kv?: Record<string, string>;
+  /** `images` bindings: env names (the object is built by the images area's shim). */
+  images?: string[];
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
@@ -48,6 +52,7 @@ export function wrapperSource(cfg: WrapperConfig): string {
     secret: cfg.secret,
     workflows: cfg.workflows,
     kv: cfg.kv ?? {},
+    images: cfg.images ?? [],
     engine: ENGINE_BINDING,
   };
   return `import * as __user from ${JSON.stringify(spec)};
@@ -56,6 +61,7 @@ import { waitUntil as __waitUntil } from 'cloudflare:workers';
 const __CFG = ${JSON.stringify(config)};
 const __EXT = [${(cfg.extensions ?? []).join(',\n')}];
 ${LIBRARY}
+${cfg.images?.length ? IMAGES_SHIM : ''}
 export default {
   async fetch(request, env, ctx) {
     if (request.headers.get(${JSON.stringify(SECRET_HEADER)}) === __CFG.secret) {
@@ -599,6 +605,7 @@ function __wrapEnv(env) {
     if (k !== __CFG.engine && !k.startsWith('__OUTPOST')) out[k] = env[k];
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
   for (const [name, internal] of Object.entries(__CFG.kv)) out[name] = __kv(env[internal], name);
+  for (const name of __CFG.images) out[name] = __imagesBinding(env[name]);
   const settle = [];
   for (const ext of __EXT) {
     const s = ext(env, out, __waitUntil);
