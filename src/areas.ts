@@ -15,5 +15,6 @@ import interconnects from './areas/interconnects/index.ts';
 import smartRouting from './areas/smart-routing/index.ts';
 import workers from './areas/workers/index.ts';
 import workflows from './areas/workflows/index.ts';
+import browserRendering from './areas/browser-rendering/index.ts';
 
-export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, workers, workflows];
+export const AREAS: Area[] = [accounts, zones, dns, rulesets, accessRules, edge, runtime, snippets, spectrum, tunnels, calls, interconnects, smartRouting, workers, workflows, browserRendering];

@@ -113,6 +113,24 @@ export interface Config {
   workflowsPollMs: number;
   /** Workflows: workflow attempts executing at once in this process (others wait their turn). */
   workflowsMaxInflight: number;
+  /** Browser rendering: the Chromium binary (never downloaded). */
+  browserExecutable: string;
+  /** Browser rendering: Chromium processes kept warm for REST requests. */
+  browserPoolSize: number;
+  /** Browser rendering: REST requests rendering at once per account (more answer 429). */
+  browserConcurrency: number;
+  /** Browser rendering: REST requests per account and window (429 + retry-after beyond). */
+  browserRate?: RateLimitConfig;
+  /** Browser rendering: binding sessions (own Chromium each) open at once per account. */
+  browserSessions: number;
+  /** Browser rendering: default budget of each step (navigation, waits, capture), ms. */
+  browserTimeoutMs: number;
+  /** Browser rendering: private/loopback CIDRs pages may load anyway (default none). */
+  browserAllow: string[];
+  /** Browser rendering: OpenAI-compatible chat-completions base URL for prompt-based /json. */
+  browserAiUrl?: string;
+  browserAiModel?: string;
+  browserAiKey?: string;
 }
 
 export const DEFAULTS: Config = {
@@ -156,6 +174,13 @@ export const DEFAULTS: Config = {
   workflowsPlan: 'paid',
   workflowsPollMs: 1000,
   workflowsMaxInflight: 256,
+  browserExecutable: '/usr/bin/chromium',
+  browserPoolSize: 2,
+  browserConcurrency: 6,
+  browserRate: { requests: 10, windowSeconds: 1 },
+  browserSessions: 6,
+  browserTimeoutMs: 30_000,
+  browserAllow: [],
 };
 
 interface OptionSpec {
@@ -215,6 +240,16 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'workflowsPlan', flag: 'workflows-plan', env: 'OUTPOST_WORKFLOWS_PLAN', type: 'string', help: 'free|paid: workflow retention and concurrency defaults (default paid)' },
   { key: 'workflowsPollMs', flag: 'workflows-poll-ms', env: 'OUTPOST_WORKFLOWS_POLL_MS', type: 'int', help: 'longest wait between workflow timer scans in ms (default 1000)' },
   { key: 'workflowsMaxInflight', flag: 'workflows-max-inflight', env: 'OUTPOST_WORKFLOWS_MAX_INFLIGHT', type: 'int', help: 'workflow attempts executing at once (default 256)' },
+  { key: 'browserExecutable', flag: 'browser-executable', env: 'OUTPOST_BROWSER_EXECUTABLE', type: 'string', help: 'Chromium binary for browser rendering (default /usr/bin/chromium)' },
+  { key: 'browserPoolSize', flag: 'browser-pool-size', env: 'OUTPOST_BROWSER_POOL_SIZE', type: 'int', help: 'warm Chromium processes for browser rendering REST (default 2; 0 = browser rendering off)' },
+  { key: 'browserConcurrency', flag: 'browser-concurrency', env: 'OUTPOST_BROWSER_CONCURRENCY', type: 'int', help: 'browser rendering requests at once per account, more answer 429 (default 6)' },
+  { key: 'browserRate', flag: 'browser-rate', env: 'OUTPOST_BROWSER_RATE', type: 'rate', help: 'browser rendering requests per account as <requests>/<seconds> (default 10/1)' },
+  { key: 'browserSessions', flag: 'browser-sessions', env: 'OUTPOST_BROWSER_SESSIONS', type: 'int', help: 'browser binding sessions open at once per account (default 6)' },
+  { key: 'browserTimeoutMs', flag: 'browser-timeout', env: 'OUTPOST_BROWSER_TIMEOUT', type: 'int', help: 'default budget of each browser rendering step in ms (default 30000)' },
+  { key: 'browserAllow', flag: 'browser-allow', env: 'OUTPOST_BROWSER_ALLOW', type: 'list', help: 'comma-separated private/loopback CIDRs rendered pages may load (default none)' },
+  { key: 'browserAiUrl', flag: 'browser-ai-url', env: 'OUTPOST_BROWSER_AI_URL', type: 'string', help: 'OpenAI-compatible base URL (…/v1) for prompt-based browser rendering /json' },
+  { key: 'browserAiModel', flag: 'browser-ai-model', env: 'OUTPOST_BROWSER_AI_MODEL', type: 'string', help: 'model name sent to --browser-ai-url' },
+  { key: 'browserAiKey', flag: 'browser-ai-key', env: 'OUTPOST_BROWSER_AI_KEY', type: 'string', help: 'bearer key sent to --browser-ai-url' },
   { key: 'nameServers', flag: 'name-servers', env: 'OUTPOST_NAME_SERVERS', type: 'list', help: 'comma-separated name servers assigned to zones' },
 ];
 
