@@ -4,12 +4,14 @@
  * killed in the middle of a request. One server and one pool for the file.
  */
 import { execFileSync } from 'node:child_process';
+import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sdk } from '../../support/sdk.ts';
 import { createToken, startTestServer, type TestServer } from '../../support/server.ts';
 import { oneBackendOnly, requireChromium, startOrigin, type Origin } from './fixture.ts';
 
@@ -19,11 +21,29 @@ describe.skipIf(skip)('browser rendering REST', () => {
   let t: TestServer;
   let origin: Origin;
   let path: (action: string) => string;
+  let model: http.Server;
+  const asked: { model: string; messages: { role: string; content: string }[]; response_format?: unknown; auth?: string }[] = [];
 
   beforeAll(async () => {
     requireChromium();
     origin = await startOrigin();
+    // An OpenAI-compatible chat-completions endpoint standing in for a model.
+    model = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const q = JSON.parse(body);
+        asked.push({ ...q, auth: req.headers.authorization });
+        const page: string = q.messages[1].content;
+        const answer = { product: page.includes('# Widgets') ? 'Widgets' : 'unknown', sawScript: page.includes('rendered by script 42') };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ choices: [{ message: { role: 'assistant', content: JSON.stringify(answer) } }] }));
+      });
+    });
+    await new Promise<void>((r) => model.listen(0, '127.0.0.1', () => r()));
     t = await startTestServer({
+      browserAiUrl: `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`,
+      browserAiModel: 'test-model',
+      browserAiKey: 'model-key',
       browserPoolSize: 1,
       browserAllow: ['127.0.0.0/8'],
       browserConcurrency: 3,
@@ -35,6 +55,7 @@ describe.skipIf(skip)('browser rendering REST', () => {
   afterAll(async () => {
     await t?.stop();
     await origin?.close();
+    model?.close();
   });
 
   const post = async (action: string, body: unknown, headers: Record<string, string> = {}) => {
@@ -158,10 +179,15 @@ describe.skipIf(skip)('browser rendering REST', () => {
     expect(spec.result).toEqual({ site_name: 'Outpost fixtures', weight: '1.5 kg', title: 'Widgets', availability: true });
   });
 
-  it('json: a prompt without a configured model is a clear 400', async () => {
-    const r = await post('json', { url: `${origin.url}/`, prompt: 'Get the product name' });
-    expect(r.status).toBe(400);
-    expect(json(r).errors[0].message).toMatch(/needs a model.*--browser-ai-url/);
+  it('json: a prompt goes with the page as Markdown to the configured OpenAI-compatible model', async () => {
+    const r = await post('json', { url: `${origin.url}/`, prompt: 'Get the product name', response_format: { type: 'json_object' } });
+    expect(r.status).toBe(200);
+    expect(json(r).result).toEqual({ product: 'Widgets', sawScript: true });
+    const q = asked.at(-1)!;
+    expect(q.model).toBe('test-model');
+    expect(q.auth).toBe('Bearer model-key');
+    expect(q.messages[1].content).toContain('Get the product name');
+    expect(q.response_format).toEqual({ type: 'json_object' });
   });
 
   it('options: userAgent, cookies and extra headers reach the server; rejected resource types are not requested', async () => {
@@ -221,6 +247,24 @@ describe.skipIf(skip)('browser rendering REST', () => {
     expect(json(redirected).errors[0].message).toMatch(/10\.9\.9\.9.*private or loopback/);
   });
 
+  it('the official client: browserRendering.* against the same pages', async () => {
+    const cf = sdk(t);
+    const account_id = t.accountId;
+    const url = `${origin.url}/`;
+    expect(await cf.browserRendering.content.create({ account_id, url })).toContain('rendered by script 42');
+    expect(await cf.browserRendering.links.create({ account_id, url, excludeExternalLinks: true })).toContain(`${origin.url}/about`);
+    const scraped = await cf.browserRendering.scrape.create({ account_id, url, elements: [{ selector: '#out' }] });
+    expect(JSON.stringify(scraped)).toContain('rendered by script 42');
+    expect(await cf.browserRendering.markdown.create({ account_id, url })).toContain('# Widgets');
+    expect(await cf.browserRendering.json.create({ account_id, url, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { sku: { type: 'string' } } } } } as never })).toEqual({ sku: 'BW-1' });
+    const snap = await cf.browserRendering.snapshot.create({ account_id, html: '<p>snap</p>', viewport: { width: 64, height: 48 } });
+    expect(snap?.content).toContain('snap');
+    const pdfRes = await cf.browserRendering.pdf.create({ account_id, html: '<p>client pdf</p>' });
+    expect(Buffer.from(await pdfRes.arrayBuffer()).subarray(0, 5).toString()).toBe('%PDF-');
+    const shot = await cf.browserRendering.screenshot.create({ account_id, html: '<p>x</p>', viewport: { width: 30, height: 20 } }).asResponse();
+    expect(PNG.sync.read(Buffer.from(await shot.arrayBuffer())).width).toBe(30);
+  }, 60_000);
+
   it('authentication and permission', async () => {
     expect((await post('content', { url: `${origin.url}/` }, { authorization: '' })).status).toBe(401);
     const readOnly = await createToken(t, ['Browser Rendering Read'], { [`com.cloudflare.api.account.${t.accountId}`]: '*' });
@@ -269,6 +313,17 @@ describe.skipIf(skip)('browser rendering rate limit', () => {
       expect(third.status).toBe(429);
       expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(third.body.errors[0].message).toMatch(/Rate limit/);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('json: a prompt without a configured model is a clear 400, before any page is loaded', async () => {
+    const t = await startTestServer();
+    try {
+      const r = await t.call('POST', `/accounts/${t.accountId}/browser-rendering/json`, { url: 'http://example.invalid/', prompt: 'Get the product name' });
+      expect(r.status).toBe(400);
+      expect(r.body.errors[0].message).toMatch(/needs a model.*--browser-ai-url/);
     } finally {
       await t.stop();
     }
