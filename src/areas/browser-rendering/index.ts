@@ -29,10 +29,13 @@
  * session is its own Chromium process (not a pool context).
  */
 import { defineArea } from '../../core/area.ts';
+import { BrowserSessions } from './binding.ts';
 import { BROWSER_PERMISSION, mountBrowserRoutes } from './routes.ts';
 import { RenderingService } from './service.ts';
 
 export const BROWSER_SERVICE = 'browser-rendering';
+export { BROWSER_SHIM, BROWSER_SHIM_NAME } from './shim.ts';
+export type { BrowserBindings } from './binding.ts';
 
 export default defineArea({
   name: 'browser-rendering',
@@ -40,9 +43,12 @@ export default defineArea({
     ctx.permissions.define({ key: BROWSER_PERMISSION, name: 'Browser Rendering', scope: 'account' });
     const log = ctx.log.child({ area: 'browser-rendering' });
     const svc = new RenderingService(ctx.config, log, () => ctx.clock.now().getTime());
+    const sessions = new BrowserSessions(svc, log);
+    ctx.services.provide(BROWSER_SERVICE, sessions);
     mountBrowserRoutes(ctx, svc);
     return {
       async stop() {
+        await sessions.close();
         await svc.close();
       },
     };

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
 import { CronScheduler, parseCron } from './cron.ts';
+import { BROWSER_SERVICE, type BrowserBindings } from '../browser-rendering/index.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
 import {
   scriptContents,
@@ -78,8 +79,14 @@ export class ScriptRegistry {
   loadOptions(accountId: string, script: StoredScript, content: StoredContent): LoadOptions {
     const workflows: Record<string, string> = {};
     const bindings: Record<string, HostBinding> = {};
+    const browsers: string[] = [];
+    const browser = this.ctx.services.optional<BrowserBindings>(BROWSER_SERVICE);
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
+      else if (b.type === 'browser' && browser) {
+        bindings[b.name] = browser.binding(accountId);
+        browsers.push(b.name);
+      }
       else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
@@ -92,7 +99,7 @@ export class ScriptRegistry {
     modules.unshift({
       name: WRAPPER_MODULE,
       type: 'esm',
-      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows }),
+      content: wrapperSource({ userMain: script.main_module, secret: this.secret, workflows, browsers }),
     });
     return {
       modules,

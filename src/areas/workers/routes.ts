@@ -32,7 +32,7 @@ const SCRIPT_NAME = /^[a-z0-9_][a-z0-9_-]{0,62}$/;
 const BINDING_NAME = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const MAX_SCRIPT_BYTES = 10 * 1024 * 1024;
 /** Binding types this server wires into scripts. */
-const SUPPORTED_BINDINGS = new Set(['workflow', 'plain_text', 'secret_text', 'json']);
+const SUPPORTED_BINDINGS = new Set(['workflow', 'plain_text', 'secret_text', 'json', 'browser']);
 
 const Metadata = z
   .object({

@@ -21,6 +21,8 @@
  * numbers); functions, symbols and circular references are refused at the call.
  */
 
+import { BROWSER_SHIM } from '../browser-rendering/index.ts';
+
 /** Name of the service binding through which the script reaches the workflows engine. */
 export const ENGINE_BINDING = '__OUTPOST_WORKFLOWS';
 export const SECRET_HEADER = 'x-outpost-internal';
@@ -34,15 +36,18 @@ export interface WrapperConfig {
   secret: string;
   /** Workflow bindings: env name → workflow name. */
   workflows: Record<string, string>;
+  /** Browser bindings (env names), wrapped by the browser rendering shim. */
+  browsers?: string[];
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
   const spec = `./${cfg.userMain.replace(/^\.\//, '')}`;
-  const config = { secret: cfg.secret, workflows: cfg.workflows, engine: ENGINE_BINDING };
+  const config = { secret: cfg.secret, workflows: cfg.workflows, engine: ENGINE_BINDING, browsers: cfg.browsers ?? [] };
   return `import * as __user from ${JSON.stringify(spec)};
 import { NonRetryableError as __NonRetryableError } from 'cloudflare:workflows';
 const __CFG = ${JSON.stringify(config)};
 ${LIBRARY}
+${cfg.browsers?.length ? BROWSER_SHIM : ''}
 export default {
   async fetch(request, env, ctx) {
     if (request.headers.get(${JSON.stringify(SECRET_HEADER)}) === __CFG.secret) {
@@ -582,6 +587,7 @@ function __wrapEnv(env) {
   const out = {};
   for (const k of Object.keys(env)) if (k !== __CFG.engine) out[k] = env[k];
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
+  for (const name of __CFG.browsers) out[name] = __outpostBrowser(env[name]);
   return out;
 }
 `;

@@ -82,6 +82,10 @@ export async function startOrigin(): Promise<Origin> {
         res.writeHead(200, { 'content-type': 'text/html' }).end('<title>slow</title><p>finally</p>');
       }, 4000);
       res.on('close', () => clearTimeout(t));
+    } else if (path === '/form') {
+      res.writeHead(200, { 'content-type': 'text/html' }).end(
+        '<title>Form</title><input id="name"><button id="go" onclick="document.getElementById(\'greeting\').textContent = \'Hello, \' + document.getElementById(\'name\').value">Go</button><p id="greeting"></p>',
+      );
     } else if (path === '/to-private') {
       res.writeHead(302, { location: 'http://10.9.9.9/inside' }).end();
     } else if (path === '/about') {
