@@ -18,6 +18,7 @@ import workers from './areas/workers/index.ts';
 import workflows from './areas/workflows/index.ts';
 import analytics from './areas/analytics/index.ts';
 import images from './areas/images/index.ts';
+import browserRendering from './areas/browser-rendering/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -38,4 +39,5 @@ export const AREAS: Area[] = [
   workflows,
   analytics,
   images,
+  browserRendering,
 ];

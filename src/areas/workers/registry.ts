@@ -9,6 +9,7 @@ import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError, CODES } from '../../core/errors.ts';
 import { imagesBinding } from '../images/index.ts';
 import { CronScheduler, parseCron } from './cron.ts';
+import { BROWSER_SERVICE, type BrowserBindings } from '../browser-rendering/index.ts';
 import { findHost, type HostBinding, type LoadOptions, type ScriptHost } from './host.ts';
 import { networkFetch, type InvocationInfo } from '../../runtime/index.ts';
 import type { TriggersChange } from './triggers.ts';
@@ -104,11 +105,16 @@ export class ScriptRegistry {
     const extensions: string[] = [];
     const kvService = this.ctx.services.optional<KvService>(KV_SERVICE);
     const images: string[] = [];
+    const browsers: string[] = [];
+    const browser = this.ctx.services.optional<BrowserBindings>(BROWSER_SERVICE);
     for (const b of script.bindings) {
       if (b.type === 'workflow') workflows[b.name] = String(b.workflow_name);
       else if (b.type === 'kv_namespace' && kvService) {
         kv[b.name] = `${KV_BINDING_PREFIX}${b.name}`;
         bindings[kv[b.name]] = kvService.binding(String(b.namespace_id));
+      } else if (b.type === 'browser' && browser) {
+        bindings[b.name] = browser.binding(accountId);
+        browsers.push(b.name);
       } else if (b.type === 'plain_text' || b.type === 'secret_text')
         bindings[b.name] = { type: 'text', value: String(b.text ?? '') };
       else if (b.type === 'json') bindings[b.name] = { type: 'json', value: b.json };
@@ -136,6 +142,7 @@ export class ScriptRegistry {
         extensions,
         kv,
         images,
+        browsers,
       }),
     });
     return {

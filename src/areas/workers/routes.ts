@@ -49,6 +49,7 @@ const SUPPORTED_BINDINGS = new Set([
   'json',
   'kv_namespace',
   'images',
+  'browser',
 ]);
 
 const Metadata = z

@@ -22,6 +22,7 @@
  */
 
 import { IMAGES_SHIM } from '../images/index.ts';
+import { BROWSER_SHIM } from '../browser-rendering/index.ts';
 
 /** Name of the service binding through which the script reaches the workflows engine. */
 export const ENGINE_BINDING = '__OUTPOST_WORKFLOWS';
@@ -44,6 +45,8 @@ export interface WrapperConfig {
   kv?: Record<string, string>;
   /** `images` bindings: env names (the object is built by the images area's shim). */
   images?: string[];
+  /** Browser bindings (env names), wrapped by the browser rendering shim. */
+  browsers?: string[];
 }
 
 export function wrapperSource(cfg: WrapperConfig): string {
@@ -53,6 +56,7 @@ export function wrapperSource(cfg: WrapperConfig): string {
     workflows: cfg.workflows,
     kv: cfg.kv ?? {},
     images: cfg.images ?? [],
+    browsers: cfg.browsers ?? [],
     engine: ENGINE_BINDING,
   };
   return `import * as __user from ${JSON.stringify(spec)};
@@ -62,6 +66,7 @@ const __CFG = ${JSON.stringify(config)};
 const __EXT = [${(cfg.extensions ?? []).join(',\n')}];
 ${LIBRARY}
 ${cfg.images?.length ? IMAGES_SHIM : ''}
+${cfg.browsers?.length ? BROWSER_SHIM : ''}
 export default {
   async fetch(request, env, ctx) {
     if (request.headers.get(${JSON.stringify(SECRET_HEADER)}) === __CFG.secret) {
@@ -606,6 +611,7 @@ function __wrapEnv(env) {
   for (const [name, workflow] of Object.entries(__CFG.workflows)) out[name] = __binding(env, workflow);
   for (const [name, internal] of Object.entries(__CFG.kv)) out[name] = __kv(env[internal], name);
   for (const name of __CFG.images) out[name] = __imagesBinding(env[name]);
+  for (const name of __CFG.browsers) out[name] = __outpostBrowser(env[name]);
   const settle = [];
   for (const ext of __EXT) {
     const s = ext(env, out, __waitUntil);
