@@ -94,7 +94,10 @@ export class Challenger {
 /** Solves a challenge token the way the interstitial's script does (tests, non-browser clients). */
 export function solveChallenge(token: string): number {
   for (let n = 0; n < 10_000_000; n++) {
-    if (createHash('sha256').update(`${token}:${n}`).digest('hex').startsWith('0'.repeat(DIFFICULTY))) return n;
+    if (
+      createHash('sha256').update(`${token}:${n}`).digest('hex').startsWith('0'.repeat(DIFFICULTY))
+    )
+      return n;
   }
   throw new Error('no solution found');
 }

@@ -11,14 +11,47 @@ export interface EdgeErrorSpec {
 }
 
 export const EDGE_ERRORS = {
-  1001: { status: 530, title: 'DNS resolution error', explanation: 'The host name is not served by this edge: no active zone has a proxied record for it.' },
-  1016: { status: 530, title: 'Origin DNS error', explanation: 'The origin host name could not be resolved.' },
-  1020: { status: 403, title: 'Access denied', explanation: 'A firewall rule of this site blocked the request.' },
-  1033: { status: 530, title: 'Tunnel error', explanation: 'The tunnel that serves this host name has no live connection.' },
-  502: { status: 502, title: 'Bad gateway', explanation: 'The origin returned an invalid response or closed the connection.' },
-  521: { status: 521, title: 'Web server is down', explanation: 'The origin refused the connection.' },
-  522: { status: 522, title: 'Connection timed out', explanation: 'The origin did not accept the connection in time.' },
-  524: { status: 524, title: 'A timeout occurred', explanation: 'The origin accepted the connection but did not answer in time.' },
+  1001: {
+    status: 530,
+    title: 'DNS resolution error',
+    explanation:
+      'The host name is not served by this edge: no active zone has a proxied record for it.',
+  },
+  1016: {
+    status: 530,
+    title: 'Origin DNS error',
+    explanation: 'The origin host name could not be resolved.',
+  },
+  1020: {
+    status: 403,
+    title: 'Access denied',
+    explanation: 'A firewall rule of this site blocked the request.',
+  },
+  1033: {
+    status: 530,
+    title: 'Tunnel error',
+    explanation: 'The tunnel that serves this host name has no live connection.',
+  },
+  502: {
+    status: 502,
+    title: 'Bad gateway',
+    explanation: 'The origin returned an invalid response or closed the connection.',
+  },
+  521: {
+    status: 521,
+    title: 'Web server is down',
+    explanation: 'The origin refused the connection.',
+  },
+  522: {
+    status: 522,
+    title: 'Connection timed out',
+    explanation: 'The origin did not accept the connection in time.',
+  },
+  524: {
+    status: 524,
+    title: 'A timeout occurred',
+    explanation: 'The origin accepted the connection but did not answer in time.',
+  },
 } as const satisfies Record<number, EdgeErrorSpec>;
 
 export type EdgeErrorCode = keyof typeof EDGE_ERRORS;
@@ -27,7 +60,11 @@ function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-export function errorPage(code: EdgeErrorCode, rayId: string, host: string): { status: number; body: string } {
+export function errorPage(
+  code: EdgeErrorCode,
+  rayId: string,
+  host: string,
+): { status: number; body: string } {
   const spec = EDGE_ERRORS[code];
   const label = code >= 1000 ? `Error ${code}` : `Error code ${code}`;
   const body = `<!DOCTYPE html>
@@ -42,7 +79,12 @@ export function errorPage(code: EdgeErrorCode, rayId: string, host: string): { s
   return { status: spec.status, body };
 }
 
-export function sendErrorPage(res: ServerResponse, code: EdgeErrorCode, rayId: string, host: string): void {
+export function sendErrorPage(
+  res: ServerResponse,
+  code: EdgeErrorCode,
+  rayId: string,
+  host: string,
+): void {
   if (res.headersSent) {
     res.destroy();
     return;

@@ -16,9 +16,23 @@ import type { HostRouter, OriginHandler, Phase } from './types.ts';
 import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/security.ts';
 
 export { PHASE_ORDER, type PinnedRoute } from './server.ts';
-export type { EdgeRequest, HostRoute, HostRouter, OriginHandler, Phase, RequestEvent, Route, OriginTarget } from './types.ts';
+export type {
+  EdgeRequest,
+  HostRoute,
+  HostRouter,
+  OriginHandler,
+  Phase,
+  RequestEvent,
+  Route,
+  OriginTarget,
+} from './types.ts';
 export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
-export { OriginFetcher, platformHeaders, type OriginFetcherOptions } from './origin-fetch.ts';
+export {
+  OriginFetcher,
+  directOrigin,
+  platformHeaders,
+  type OriginFetcherOptions,
+} from './origin-fetch.ts';
 
 /** What other areas get from `ctx.services.require<EdgeService>(EDGE)`. */
 export interface EdgeService {
@@ -36,7 +50,13 @@ export default defineArea({
   mount(ctx) {
     const { config, events, log } = ctx;
     const index = ctx.services.require<ZoneIndex>(ZONE_INDEX);
-    const edge = new EdgeServer({ config, clock: ctx.clock, events, log: log.child({ area: 'edge' }), index });
+    const edge = new EdgeServer({
+      config,
+      clock: ctx.clock,
+      events,
+      log: log.child({ area: 'edge' }),
+      index,
+    });
     edge.addPhase(accessRulesPhase(ctx.services, edge.challenger));
     edge.addPhase(customRulesPhase(ctx.services, edge.challenger));
     edge.addPhase(originRulesPhase(ctx.services));
@@ -49,7 +69,13 @@ export default defineArea({
     return {
       async start() {
         const port = await edge.listen(config.host, config.edgePort);
-        return [{ name: 'edge (proxied HTTP)', protocol: 'http', address: `http://${config.host}:${port}` }];
+        return [
+          {
+            name: 'edge (proxied HTTP)',
+            protocol: 'http',
+            address: `http://${config.host}:${port}`,
+          },
+        ];
       },
       stop: () => edge.close(),
     };

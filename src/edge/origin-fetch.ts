@@ -37,6 +37,37 @@ export function platformHeaders(er: EdgeRequest): Record<string, string> {
   };
 }
 
+/**
+ * Where a script's same-host `fetch()` may go without passing through Node (the runtime's
+ * `DirectOrigin`): plain-HTTP address origins only; names (tunnels, external hosts) and TLS
+ * origins are left to the origin fetcher. `once`: at most one such call (snippets, 1201).
+ */
+export function directOrigin(
+  er: EdgeRequest,
+  once?: { code: number; message: string },
+):
+  | {
+      address: string;
+      host: string;
+      hostHeader?: string;
+      clientIp: string;
+      headers: Record<string, string>;
+      once?: { code: number; message: string };
+    }
+  | undefined {
+  const { origin } = er;
+  const family = net.isIP(origin.host);
+  if (origin.protocol !== 'http:' || family === 0) return undefined;
+  return {
+    address: family === 6 ? `[${origin.host}]:${origin.port}` : `${origin.host}:${origin.port}`,
+    host: er.host,
+    hostHeader: origin.hostHeader,
+    clientIp: er.clientIp,
+    headers: platformHeaders(er),
+    once,
+  };
+}
+
 export interface OriginFetcherOptions {
   connectTimeoutMs: number;
   responseTimeoutMs: number;

@@ -19,7 +19,17 @@ export interface ProxyOptions {
 const SMALL_BODY = 64 * 1024;
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) are never forwarded. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 export interface ProxyOutcome {
   status: number;
@@ -30,8 +40,18 @@ export interface ProxyOutcome {
 }
 
 export class OriginProxy {
-  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 128, scheduling: 'lifo' });
-  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 128, scheduling: 'lifo' });
+  private readonly httpAgent = new http.Agent({
+    keepAlive: true,
+    maxSockets: 512,
+    maxFreeSockets: 128,
+    scheduling: 'lifo',
+  });
+  private readonly httpsAgent = new https.Agent({
+    keepAlive: true,
+    maxSockets: 512,
+    maxFreeSockets: 128,
+    scheduling: 'lifo',
+  });
 
   constructor(private readonly opts: ProxyOptions) {}
 
@@ -43,16 +63,27 @@ export class OriginProxy {
   /** The request headers for the origin. */
   originHeaders(er: EdgeRequest, keepUpgrade: boolean): OutgoingHttpHeaders {
     const src = er.req.headers;
-    const connectionListed = new Set((src.connection ?? '').toLowerCase().split(',').map((s) => s.trim()));
+    const connectionListed = new Set(
+      (src.connection ?? '')
+        .toLowerCase()
+        .split(',')
+        .map((s) => s.trim()),
+    );
     const out: OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(src)) {
       if (value === undefined) continue;
-      if ((HOP_BY_HOP.has(name) || connectionListed.has(name)) && !(keepUpgrade && (name === 'upgrade' || name === 'connection'))) continue;
+      if (
+        (HOP_BY_HOP.has(name) || connectionListed.has(name)) &&
+        !(keepUpgrade && (name === 'upgrade' || name === 'connection'))
+      )
+        continue;
       out[name] = value;
     }
     out.host = er.origin.hostHeader ?? er.req.headers.host ?? er.host;
     const prior = src['x-forwarded-for'];
-    out['x-forwarded-for'] = prior ? `${Array.isArray(prior) ? prior.join(', ') : prior}, ${er.clientIp}` : er.clientIp;
+    out['x-forwarded-for'] = prior
+      ? `${Array.isArray(prior) ? prior.join(', ') : prior}, ${er.clientIp}`
+      : er.clientIp;
     Object.assign(out, platformHeaders(er));
     if (keepUpgrade) {
       out.connection = 'Upgrade';
@@ -74,7 +105,7 @@ export class OriginProxy {
         settled = true;
         clearTimeout(connectTimer);
         if (code) {
-          outcome.status = res.headersSent ? res.statusCode : (code >= 1000 ? 530 : code);
+          outcome.status = res.headersSent ? res.statusCode : code >= 1000 ? 530 : code;
           outcome.error = error;
           sendErrorPage(res, code, er.rayId, er.host);
         }
@@ -88,7 +119,8 @@ export class OriginProxy {
         path: req.url,
         headers: this.originHeaders(er, false),
         agent: er.origin.protocol === 'https:' ? this.httpsAgent : this.httpAgent,
-        servername: er.origin.protocol === 'https:' && !net.isIP(er.origin.host) ? er.origin.host : undefined,
+        servername:
+          er.origin.protocol === 'https:' && !net.isIP(er.origin.host) ? er.origin.host : undefined,
       });
       // Timers are per request only while connecting a new socket; pooled sockets are connected.
       let connectTimer: NodeJS.Timeout | undefined;
@@ -124,7 +156,11 @@ export class OriginProxy {
         upstream.setTimeout(0);
         outcome.originMs = +(performance.now() - sentAt).toFixed(2);
         outcome.status = originRes.statusCode ?? 502;
-        res.writeHead(outcome.status, originRes.statusMessage, responseHeaders(originRes.headers, er.rayId));
+        res.writeHead(
+          outcome.status,
+          originRes.statusMessage,
+          responseHeaders(originRes.headers, er.rayId),
+        );
         // Byte counts come from Content-Length when the origin sends one; only bodies of unknown
         // length are counted chunk by chunk.
         const declared = Number(originRes.headers['content-length']);
@@ -171,7 +207,10 @@ export class OriginProxy {
       const fail = (code: EdgeErrorCode, error: string) => {
         outcome.status = code >= 1000 ? 530 : code;
         outcome.error = error;
-        if (client.writable) client.end(`HTTP/1.1 ${outcome.status} Edge Error\r\ncf-ray: ${er.rayId}-OUT\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+        if (client.writable)
+          client.end(
+            `HTTP/1.1 ${outcome.status} Edge Error\r\ncf-ray: ${er.rayId}-OUT\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+          );
         resolve(outcome);
       };
       const upstream = lib.request({
@@ -182,7 +221,9 @@ export class OriginProxy {
         headers: this.originHeaders(er, true),
         timeout: this.opts.connectTimeoutMs,
       });
-      upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' })));
+      upstream.on('timeout', () =>
+        upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' })),
+      );
       upstream.on('error', (err: NodeJS.ErrnoException) => {
         if (err.code === 'ECONNREFUSED') fail(521, err.message);
         else if (err.code === 'ETIMEDOUT') fail(522, err.message);
@@ -193,7 +234,8 @@ export class OriginProxy {
         // The origin declined the upgrade: relay its answer as a plain response.
         outcome.status = originRes.statusCode ?? 502;
         const lines = [`HTTP/1.1 ${outcome.status} ${originRes.statusMessage ?? ''}`];
-        for (const [k, v] of Object.entries(responseHeaders(originRes.headers, er.rayId))) lines.push(`${k}: ${String(v)}`);
+        for (const [k, v] of Object.entries(responseHeaders(originRes.headers, er.rayId)))
+          lines.push(`${k}: ${String(v)}`);
         client.write(lines.join('\r\n') + '\r\nconnection: close\r\n\r\n');
         originRes.pipe(client);
         originRes.on('end', () => resolve(outcome));
@@ -202,7 +244,8 @@ export class OriginProxy {
         outcome.status = 101;
         upstream.setTimeout(0);
         const lines = [`HTTP/1.1 101 ${originRes.statusMessage ?? 'Switching Protocols'}`];
-        for (let i = 0; i < originRes.rawHeaders.length; i += 2) lines.push(`${originRes.rawHeaders[i]}: ${originRes.rawHeaders[i + 1]}`);
+        for (let i = 0; i < originRes.rawHeaders.length; i += 2)
+          lines.push(`${originRes.rawHeaders[i]}: ${originRes.rawHeaders[i + 1]}`);
         lines.push(`cf-ray: ${er.rayId}-OUT`);
         client.write(lines.join('\r\n') + '\r\n\r\n');
         if (originHead.length) client.write(originHead);
@@ -227,7 +270,12 @@ export class OriginProxy {
 }
 
 function responseHeaders(src: IncomingHttpHeaders, rayId: string): OutgoingHttpHeaders {
-  const connectionListed = new Set((src.connection ?? '').toLowerCase().split(',').map((s) => s.trim()));
+  const connectionListed = new Set(
+    (src.connection ?? '')
+      .toLowerCase()
+      .split(',')
+      .map((s) => s.trim()),
+  );
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(src)) {
     if (value === undefined || HOP_BY_HOP.has(name) || connectionListed.has(name)) continue;

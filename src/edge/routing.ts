@@ -17,14 +17,25 @@ function pick<T>(items: T[]): T {
   return items.length === 1 ? items[0] : items[Math.floor(Math.random() * items.length)];
 }
 
-export function routeHost(index: ZoneIndex, host: string, claimed: (target: string) => boolean): RouteResult {
+export function routeHost(
+  index: ZoneIndex,
+  host: string,
+  claimed: (target: string) => boolean,
+): RouteResult {
   const zone = index.zoneFor(host);
   if (!zone || zone.status !== 'active' || zone.paused) return { error: 1001 };
   const found = index.recordsAt(zone, host);
   const proxied = found?.records.filter((r) => r.proxied && PROXIABLE.has(r.type)) ?? [];
   if (proxied.length === 0) return { error: 1001 };
   const addresses = proxied.filter((r) => r.type === 'A');
-  const chosen = addresses.length > 0 ? pick(addresses) : pick(proxied.filter((r) => r.type === 'AAAA').length > 0 ? proxied.filter((r) => r.type === 'AAAA') : proxied);
+  const chosen =
+    addresses.length > 0
+      ? pick(addresses)
+      : pick(
+          proxied.filter((r) => r.type === 'AAAA').length > 0
+            ? proxied.filter((r) => r.type === 'AAAA')
+            : proxied,
+        );
   const route: Route = {
     zoneId: zone.id,
     zoneName: zone.name,
@@ -39,7 +50,11 @@ export function routeHost(index: ZoneIndex, host: string, claimed: (target: stri
 }
 
 /** Follows a CNAME through Outpost's own zones to an address, or stops at an external name. */
-function followCname(index: ZoneIndex, start: StoredRecord, claimed: (target: string) => boolean): { host: string } | { error: EdgeErrorCode } {
+function followCname(
+  index: ZoneIndex,
+  start: StoredRecord,
+  claimed: (target: string) => boolean,
+): { host: string } | { error: EdgeErrorCode } {
   let name = start.content.toLowerCase().replace(/\.$/, '');
   for (let depth = 0; depth < MAX_CHAIN; depth++) {
     if (claimed(name)) return { host: name };

@@ -16,7 +16,16 @@ import type { ZoneIndex } from '../areas/dns/index.ts';
 import { OriginProxy, type ProxyOutcome } from './proxy.ts';
 import { routeHost } from './routing.ts';
 import { sendErrorPage } from './error-pages.ts';
-import type { EdgeRequest, HostRoute, HostRouter, OriginHandler, OriginTarget, Phase, RequestEvent, Route } from './types.ts';
+import type {
+  EdgeRequest,
+  HostRoute,
+  HostRouter,
+  OriginHandler,
+  OriginTarget,
+  Phase,
+  RequestEvent,
+  Route,
+} from './types.ts';
 
 /** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
 const RAY_PREFIX = randomBytes(4).toString('hex');
@@ -120,9 +129,12 @@ export class EdgeServer {
   }
 
   async listen(host: string, port: number): Promise<number> {
-    const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
-      void this.handle(req, res, undefined);
-    });
+    const server = http.createServer(
+      { keepAliveTimeout: 65_000, requestTimeout: 0 },
+      (req, res) => {
+        void this.handle(req, res, undefined);
+      },
+    );
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       this.upgraded.add(socket);
       socket.once('close', () => this.upgraded.delete(socket));
@@ -162,24 +174,41 @@ export class EdgeServer {
     if (this.deps.config.edgeTestHeaders) {
       const h = req.headers;
       if (typeof h['x-outpost-client-ip'] === 'string') ip = h['x-outpost-client-ip'];
-      if (typeof h['x-outpost-country'] === 'string') country = h['x-outpost-country'].toUpperCase();
+      if (typeof h['x-outpost-country'] === 'string')
+        country = h['x-outpost-country'].toUpperCase();
       if (typeof h['x-outpost-asn'] === 'string') asn = Number(h['x-outpost-asn']) || 0;
     }
     return { ip, country, asn };
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade']): Promise<void> {
+  private async handle(
+    req: IncomingMessage,
+    res: ServerResponse | undefined,
+    upgrade: EdgeRequest['upgrade'],
+  ): Promise<void> {
     const startedAt = performance.now();
     const rayId = nextRayId();
-    const host = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '').toLowerCase();
+    const host = (req.headers.host ?? '')
+      .replace(/:\d+$/, '')
+      .replace(/^\[|\]$/g, '')
+      .toLowerCase();
     const client = this.clientOf(req);
     let outcome: ProxyOutcome = { status: 0, bytesIn: 0, bytesOut: 0 };
     let er: EdgeRequest | undefined;
     try {
       const pinned = this.pinned.get(req.socket);
-      const routed = pinned ?? (this.hostRouters.length > 0 ? this.routeByArea(host) : undefined) ?? routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
+      const routed =
+        pinned ??
+        (this.hostRouters.length > 0 ? this.routeByArea(host) : undefined) ??
+        routeHost(this.deps.index, host, (t) => this.handlers.some((h) => h.matches(t)));
       if ('error' in routed) {
-        outcome.status = this.reject(res, upgrade, routed.error === 1016 ? 1016 : 1001, rayId, host);
+        outcome.status = this.reject(
+          res,
+          upgrade,
+          routed.error === 1016 ? 1016 : 1001,
+          rayId,
+          host,
+        );
         return;
       }
       er = {
@@ -191,7 +220,9 @@ export class EdgeServer {
         clientIp: client.ip,
         scheme: pinned?.scheme ?? 'http',
         route: routed.route,
-        origin: pinned ? { ...pinned.origin } : { host: routed.originHost, port: 80, protocol: 'http:' },
+        origin: pinned
+          ? { ...pinned.origin }
+          : { host: routed.originHost, port: 80, protocol: 'http:' },
         visitor: { country: client.country, asn: client.asn, continent: 'XX', city: '' },
         fields: {},
         matchedRules: [],
@@ -236,21 +267,45 @@ export class EdgeServer {
       if (size > 4096) break;
       chunks.push(chunk as Buffer);
     }
-    const cookie = this.challenger.verify(new URLSearchParams(Buffer.concat(chunks).toString('utf8')), er.clientIp);
+    const cookie = this.challenger.verify(
+      new URLSearchParams(Buffer.concat(chunks).toString('utf8')),
+      er.clientIp,
+    );
     const status = cookie ? 200 : 403;
-    res.writeHead(status, { 'content-type': 'text/plain', 'cf-ray': `${er.rayId}-OUT`, ...(cookie ? { 'set-cookie': cookie } : {}) });
+    res.writeHead(status, {
+      'content-type': 'text/plain',
+      'cf-ray': `${er.rayId}-OUT`,
+      ...(cookie ? { 'set-cookie': cookie } : {}),
+    });
     res.end(cookie ? 'ok' : 'challenge failed');
     return status;
   }
 
-  private reject(res: ServerResponse | undefined, upgrade: EdgeRequest['upgrade'], code: 1001 | 1016 | 502, rayId: string, host: string): number {
+  private reject(
+    res: ServerResponse | undefined,
+    upgrade: EdgeRequest['upgrade'],
+    code: 1001 | 1016 | 502,
+    rayId: string,
+    host: string,
+  ): number {
     const status = code >= 1000 ? 530 : code;
     if (res) sendErrorPage(res, code, rayId, host);
-    else if (upgrade) upgrade.socket.end(`HTTP/1.1 ${status} Edge Error\r\ncf-ray: ${rayId}-OUT\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    else if (upgrade)
+      upgrade.socket.end(
+        `HTTP/1.1 ${status} Edge Error\r\ncf-ray: ${rayId}-OUT\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+      );
     return status;
   }
 
-  private emit(req: IncomingMessage, rayId: string, host: string, clientIp: string, startedAt: number, o: ProxyOutcome, er?: EdgeRequest): void {
+  private emit(
+    req: IncomingMessage,
+    rayId: string,
+    host: string,
+    clientIp: string,
+    startedAt: number,
+    o: ProxyOutcome,
+    er?: EdgeRequest,
+  ): void {
     const debug = this.deps.log.isLevelEnabled('debug');
     if (!debug && !this.deps.events.listening('edge.request')) return;
     const event: RequestEvent = {

@@ -546,6 +546,7 @@ class MiniflareScriptHost implements ScriptHost {
         continue;
       headers[name] = value;
     }
+    if (ctx.headers) Object.assign(headers, ctx.headers);
     const method = req.method ?? 'GET';
     const declared = Number(req.headers['content-length']);
     const hasBody =
@@ -608,7 +609,7 @@ class MiniflareScriptHost implements ScriptHost {
     const t = this.tenants.get(tenant);
     const opts = t?.scripts.get(scriptId);
     if (!t || !opts) throw new Error(`script ${scriptId} is not loaded for ${tenant}`);
-    const errorResponse = opts.errorResponse ?? defaultFailureResponse;
+    const errorResponse = ctx.errorResponse ?? opts.errorResponse ?? defaultFailureResponse;
     let inst: Instance;
     try {
       inst = await this.running(t);

@@ -140,6 +140,8 @@ export interface FetchContext {
    * `outbound`. See docs/runtime.md ("The hot path").
    */
   origin?: DirectOrigin;
+  /** Builds the answer for a failure of this call (default: the script's `errorResponse`). */
+  errorResponse?: (failure: ScriptFailure) => Response;
 }
 
 export interface DirectOrigin {
@@ -163,6 +165,8 @@ export interface ServeContext extends FetchContext {
   url: string;
   /** Request headers (lower case) not passed to the script. */
   dropHeaders?: ReadonlySet<string>;
+  /** Request headers set for the script (the platform's `cf-*`). */
+  headers?: Record<string, string>;
   /** Set on the answer, the script's or a failure's. */
   responseHeaders?: Record<string, string>;
 }

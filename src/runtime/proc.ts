@@ -39,9 +39,11 @@ let bound: boolean | undefined;
 export function bindRuntimeToHost(): boolean {
   if (bound !== undefined) return bound;
   bound = false;
-  if (process.platform !== 'linux' || !SETPRIV.some(executable) || !executable(WRAPPER)) return bound;
+  if (process.platform !== 'linux' || !SETPRIV.some(executable) || !executable(WRAPPER))
+    return bound;
   const real =
-    process.env.MINIFLARE_WORKERD_PATH ?? (createRequire(import.meta.url)('workerd') as { default: string }).default;
+    process.env.MINIFLARE_WORKERD_PATH ??
+    (createRequire(import.meta.url)('workerd') as { default: string }).default;
   process.env.OUTPOST_WORKERD_BIN = real;
   process.env.MINIFLARE_WORKERD_PATH = WRAPPER;
   bound = true;
@@ -94,7 +96,8 @@ export function claimNewestRuntimeChild(): number | undefined {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid <= 0 || claimed.has(pid)) continue;
     const st = readStat(pid);
-    if (!st || st.ppid !== process.pid || !RUNTIME_COMMS.some((c) => st.comm.startsWith(c))) continue;
+    if (!st || st.ppid !== process.pid || !RUNTIME_COMMS.some((c) => st.comm.startsWith(c)))
+      continue;
     if (!best || st.startTicks > best.start || (st.startTicks === best.start && pid > best.pid))
       best = { pid, start: st.startTicks };
   }

@@ -6,16 +6,14 @@
  * other `fetch()` is a subrequest to the network. Every `fetch()` counts toward the subrequest
  * limit (1202). CPU and memory overruns (1203, 1204) come from the runtime's watchdog.
  */
-import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import type { Logger } from '../../core/log.ts';
-import { platformHeaders, type EdgeRequest, type OriginFetcher } from '../../edge/index.ts';
+import { directOrigin, type EdgeRequest, type OriginFetcher } from '../../edge/index.ts';
 import {
   FAILURE_HEADER,
   networkFetch,
   ScriptError,
   ScriptLimitError,
-  type DirectOrigin,
   type InvocationInfo,
   type LoadOptions,
   type ScriptFailure,
@@ -27,6 +25,7 @@ import type { StoredSnippet } from './store.ts';
 
 export const ENTRY_MODULE = '__snippet_entry.js';
 const ONCE_MESSAGE = 'fetch(request) was called more than once for the same request';
+const ONCE = { code: 1201, message: ONCE_MESSAGE };
 export const GUARD_MODULE = '__snippet_guard.js';
 
 /** Platform error codes of snippet execution. */
@@ -208,7 +207,7 @@ export class SnippetEngine {
           responseHeaders: { 'cf-ray': `${er.rayId}-OUT` },
           cf,
           context: link,
-          origin: directOrigin(er),
+          origin: directOrigin(er, ONCE),
         });
       } catch (err) {
         this.log.error({ err, ray: er.rayId }, 'snippet failed');
@@ -254,7 +253,7 @@ export class SnippetEngine {
     const response = await this.host.fetch(SnippetEngine.tenant(chain.zoneId), name, request, {
       cf: chain.cf,
       context: link,
-      origin: last ? directOrigin(chain.er) : undefined,
+      origin: last ? directOrigin(chain.er, ONCE) : undefined,
     });
     // A failure anywhere answers the visitor; an inner one is also what the outer snippet's
     // fetch() sees, so keep a copy of it.
@@ -274,24 +273,6 @@ export class SnippetEngine {
     }
     return networkFetch(req);
   }
-}
-
-/**
- * The last snippet's `fetch(request)` may go from the runtime straight to an address origin over
- * plain HTTP; names (tunnels, external hosts) and TLS origins go through the edge's fetcher.
- */
-function directOrigin(er: EdgeRequest): DirectOrigin | undefined {
-  const { origin } = er;
-  if (origin.protocol !== 'http:' || isIP(origin.host) === 0) return undefined;
-  return {
-    address:
-      isIP(origin.host) === 6 ? `[${origin.host}]:${origin.port}` : `${origin.host}:${origin.port}`,
-    host: er.host,
-    hostHeader: origin.hostHeader,
-    clientIp: er.clientIp,
-    headers: platformHeaders(er),
-    once: { code: 1201, message: ONCE_MESSAGE },
-  };
 }
 
 /** The visitor's request as a Fetch API Request (its body streamed, not buffered). */

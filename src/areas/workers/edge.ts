@@ -14,15 +14,14 @@
  * through their zone's request phases. A script failure answers the platform's error page (1101
  * for an exception, 1102 for an exceeded resource limit).
  */
-import { Readable } from 'node:stream';
 import type { Logger } from '../../core/log.ts';
-import type { EdgeRequest, HostRoute, OriginFetcher } from '../../edge/index.ts';
 import {
-  FAILURE_HEADER,
-  networkFetch,
-  writeResponse,
-  type InvocationInfo,
-} from '../../runtime/index.ts';
+  directOrigin,
+  type EdgeRequest,
+  type HostRoute,
+  type OriginFetcher,
+} from '../../edge/index.ts';
+import { networkFetch, writeResponse, type InvocationInfo } from '../../runtime/index.ts';
 import { RuntimeUnavailable, scriptIdOf, type ScriptRegistry } from './registry.ts';
 import { matchPattern, type TriggerViews } from './triggers.ts';
 
@@ -142,31 +141,39 @@ export class WorkersEdge {
       );
       return;
     }
-    let response: Response;
     try {
       if (!this.registry.isLive(accountId, script))
         await this.registry.ensureLoaded(accountId, script);
-      const context: EdgeInvocation = { er, origin };
-      response = await this.registry
-        .requireHost()
-        .fetch(accountId, scriptIdOf(script), visitorRequest(er), { cf: cfOf(er), context });
     } catch (err) {
       if (!(err instanceof RuntimeUnavailable))
         this.log.error({ err, ray: er.rayId, script }, 'script could not run');
-      response = page(1042, er, `${script}: ${(err as Error).message}`);
+      await this.answer(er, page(1042, er, `${script}: ${(err as Error).message}`));
+      return;
     }
-    const kind = response.headers.get(FAILURE_HEADER);
-    if (kind) {
-      void response.body?.cancel().catch(() => {});
-      response = page(
-        kind === 'cpu' || kind === 'memory' || kind === 'timeout' ? 1102 : 1101,
-        er,
-        kind === 'exception'
-          ? 'The script threw an exception; see the server log for its message and location.'
-          : `The script stopped: ${kind}.`,
-      );
-    }
-    await this.answer(er, response);
+    const context: EdgeInvocation = { er, origin };
+    // The visitor's socket is piped to the runtime and back; a route's same-host fetch() goes from
+    // the runtime straight to an address origin (docs/runtime.md, "The hot path").
+    await this.registry.requireHost().serve(accountId, scriptIdOf(script), er.req, er.res!, {
+      url: `${er.scheme}://${er.req.headers.host ?? er.host}${er.req.url ?? '/'}`,
+      dropHeaders: HOP_BY_HOP,
+      headers: {
+        'cf-connecting-ip': er.clientIp,
+        'cf-ray': `${er.rayId}-OUT`,
+        'cf-ipcountry': er.visitor.country,
+      },
+      responseHeaders: { 'cf-ray': `${er.rayId}-OUT` },
+      cf: cfOf(er),
+      context,
+      origin: origin ? directOrigin(er) : undefined,
+      errorResponse: (f) =>
+        page(
+          f.kind === 'cpu' || f.kind === 'memory' || f.kind === 'timeout' ? 1102 : 1101,
+          er,
+          f.kind === 'exception'
+            ? 'The script threw an exception; see the server log for its message and location.'
+            : `The script stopped: ${f.kind}.`,
+        ),
+    });
   }
 
   private answer(er: EdgeRequest, response: Response): Promise<void> {
@@ -180,27 +187,6 @@ export class WorkersEdge {
       return this.origin.fetch(inv.er, req);
     return networkFetch(req);
   }
-}
-
-/** The visitor's request as a Fetch API Request (its body streamed, not buffered). */
-function visitorRequest(er: EdgeRequest): Request {
-  const { req } = er;
-  const headers = new Headers();
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i].toLowerCase();
-    if (HOP_BY_HOP.has(name)) continue;
-    headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
-  }
-  headers.set('cf-connecting-ip', er.clientIp);
-  headers.set('cf-ray', `${er.rayId}-OUT`);
-  headers.set('cf-ipcountry', er.visitor.country);
-  const method = req.method ?? 'GET';
-  const init: RequestInit & { duplex?: 'half' } = { method, headers, redirect: 'manual' };
-  if (method !== 'GET' && method !== 'HEAD') {
-    init.body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
-    init.duplex = 'half';
-  }
-  return new Request(`${er.scheme}://${req.headers.host ?? er.host}${req.url ?? '/'}`, init);
 }
 
 function cfOf(er: EdgeRequest): Record<string, unknown> {
