@@ -10,6 +10,7 @@
  * cache is dropped on every token write in this process.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
 import { z } from 'zod';
 import { ApiError, apiError, CODES } from './errors.ts';
 import { sha256 } from './ids.ts';
@@ -152,7 +153,11 @@ export class AuthService {
     this.legacy = creds;
   }
 
-  async authenticate(headers: { get(name: string): string | null | undefined }): Promise<Principal> {
+  /**
+   * Authenticates a request. `clientIp` is the peer address, checked against the token's
+   * `condition.request_ip`; a token with a condition is refused when the address is unknown.
+   */
+  async authenticate(headers: { get(name: string): string | null | undefined }, clientIp?: string): Promise<Principal> {
     const authorization = headers.get('authorization');
     const email = headers.get('x-auth-email');
     const key = headers.get('x-auth-key');
@@ -183,6 +188,10 @@ export class AuthService {
     if (token.not_before && Date.parse(token.not_before) > now) {
       throw new ApiError(401, [{ code: 10000, message: `Authentication error: the token is not valid before ${token.not_before}` }]);
     }
+    const cond = token.condition?.request_ip;
+    if (cond && !ipAllowed(cond, clientIp)) {
+      throw apiError('token_location', clientIp ? plainIp(clientIp) : 'an unknown address');
+    }
     return new Principal('token', token.id, token.policies, token.root === true, this.groups);
   }
 
@@ -197,6 +206,44 @@ export class AuthService {
     this.cache.set(hash, { token: doc?.body, at: now });
     return doc?.body;
   }
+}
+
+/** `::ffff:192.0.2.1` (an IPv4 peer on a dual-stack socket) as `192.0.2.1`. */
+function plainIp(ip: string): string {
+  return /^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(ip) ? ip.slice(7) : ip;
+}
+
+/** Parses `192.0.2.0/24`, `2001:db8::/32` or a bare address; undefined when it is neither. */
+export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
+  const [address, prefixText, extra] = text.trim().split('/');
+  if (extra !== undefined) return undefined;
+  const v = isIP(address);
+  if (v === 0) return undefined;
+  const max = v === 4 ? 32 : 128;
+  const prefix = prefixText === undefined ? max : /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
+  if (!(prefix >= 0 && prefix <= max)) return undefined;
+  return { address, prefix, family: v === 4 ? 'ipv4' : 'ipv6' };
+}
+
+function listOf(cidrs: string[]): BlockList {
+  const list = new BlockList();
+  for (const text of cidrs) {
+    const c = parseCidr(text);
+    if (c) list.addSubnet(c.address, c.prefix, c.family);
+  }
+  return list;
+}
+
+/** True when `ip` satisfies a token's `request_ip` condition (`in`: one must match; `not_in`: none may). */
+export function ipAllowed(cond: { in?: string[]; not_in?: string[] }, ip: string | undefined): boolean {
+  if (!cond.in?.length && !cond.not_in?.length) return true;
+  if (!ip) return false;
+  const addr = plainIp(ip);
+  const family = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
+  if (isIP(addr) === 0) return false;
+  if (cond.in?.length && !listOf(cond.in).check(addr, family)) return false;
+  if (cond.not_in?.length && listOf(cond.not_in).check(addr, family)) return false;
+  return true;
 }
 
 function safeEqual(a: string, b: string): boolean {

@@ -56,6 +56,7 @@ export const CODES = {
     status: 403,
     message: 'Unauthorized to access requested resource: the token lacks {0}',
   },
+  token_location: { code: 9109, status: 403, message: 'Cannot use the access token from location: {0}' },
   forbidden_resource: {
     code: 10000,
     status: 403,

@@ -134,7 +134,7 @@ export class Router {
     if (spec.auth === 'custom') {
       if (spec.authenticate) authenticated = await spec.authenticate(c, params);
     } else if (spec.auth !== 'public') {
-      principal = await this.auth.authenticate(c.req.raw.headers);
+      principal = await this.auth.authenticate(c.req.raw.headers, clientIp(c));
       const wait = this.opts.rateLimiter?.take(principal.id) ?? 0;
       if (wait > 0) {
         const err = apiError('rate_limited');
@@ -275,6 +275,12 @@ export class Router {
       },
     };
   }
+}
+
+/** The peer address of the request (the node-server binding's socket). */
+function clientIp(c: Context): string | undefined {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
+  return env?.incoming?.socket?.remoteAddress;
 }
 
 function formatPattern(format: ParamFormat | undefined): Record<string, string> {

@@ -5,8 +5,7 @@
  * resources; the secret appears only in the create answer.
  * Aliases: none.
  * LIMITATIONS: one local user; accounts are created by the first start (OUTPOST_ACCOUNT_ID) and
- * cannot be created through the API; token `condition.request_ip` is stored and returned but not
- * enforced; account-owned tokens (`/accounts/{id}/tokens`) are not served.
+ * cannot be created through the API; account-owned tokens (`/accounts/{id}/tokens`) are not served.
  */
 import { defineArea } from '../../core/area.ts';
 import { mountAccountRoutes } from './routes.ts';

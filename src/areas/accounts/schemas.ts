@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { pageQuery } from '../../core/pagination.ts';
 import { qString } from '../../core/validate.ts';
+import { parseCidr } from '../../core/auth.ts';
 
 export const ListAccountsQuery = z.object({
   ...pageQuery({ perPage: 20, min: 5, max: 50 }),
@@ -20,9 +21,10 @@ export const PolicyInput = z.object({
   resources: z.record(z.string(), ResourceValue).refine((r) => Object.keys(r).length > 0, 'at least one resource'),
 });
 
+const Cidr = z.string().refine((s) => parseCidr(s) !== undefined, 'not an IP address or CIDR range');
 const Condition = z.object({
   request_ip: z
-    .object({ in: z.array(z.string()).optional(), not_in: z.array(z.string()).optional() })
+    .object({ in: z.array(Cidr).max(100).optional(), not_in: z.array(Cidr).max(100).optional() })
     .optional(),
 });
 

@@ -7,8 +7,8 @@
  * The authoritative DNS server (server.ts, wire.ts; docs/dns-server.md) answers for every active
  * zone over UDP and TCP on `--dns-port`; proxied records answer with `--edge-addresses`.
  * Aliases: none — the spec leaves the paths open and the official client's paths are served.
- * LIMITATIONS: the `tag.*`, `comment.*` and `search` list filters are not implemented; record
- * `settings` are stored and returned but do not change resolution; `ttl` ordering is done in memory.
+ * LIMITATIONS: record `settings` are stored and returned but do not change resolution; `ttl`
+ * ordering, and lists filtered by comment, tag or search, are done in memory.
  */
 import type { z } from 'zod';
 import { defineArea } from '../../core/area.ts';

@@ -11,9 +11,12 @@ import { applyPatch, canonicalizeRecord } from './record-rules.ts';
 import { DnsRecordInput, DnsRecordPatch } from './schemas.ts';
 import { deleteRecord, dnsRecords, getRecord, insertRecord, replaceRecord, type RecordField, type StoredRecord } from './store.ts';
 import { exportZoneFile, parseZoneFile } from './zonefile.ts';
+import { COMMENT_KEYS, extraFilters, recordPredicate, TAG_KEYS } from './list-filters.ts';
 import type { DnsChange } from './zone-index.ts';
 
 const text = qString().optional();
+/** A filter that may be given several times (`tag=a:1&tag=b:2`). */
+const repeatable = z.union([z.string().max(1000), z.array(z.string().max(1000)).max(50)]).optional();
 export const ListRecordsQuery = z.object({
   ...pageQuery({ perPage: 100, min: 1, max: 5_000_000 }),
   type: qString(z.string().transform((s) => s.toUpperCase())).optional(),
@@ -29,6 +32,9 @@ export const ListRecordsQuery = z.object({
   'content.endswith': text,
   proxied: qBool().optional(),
   match: qString(z.enum(['any', 'all'])).optional(),
+  tag_match: qString(z.enum(['any', 'all'])).optional(),
+  search: text,
+  ...Object.fromEntries([...COMMENT_KEYS, ...TAG_KEYS].map((k) => [k, repeatable])),
   order: qString(z.enum(['type', 'name', 'content', 'ttl', 'proxied'])).optional(),
   direction: qString(z.enum(['asc', 'desc'])).optional(),
 });
@@ -63,6 +69,21 @@ export function mountDnsRoutes(ctx: AreaContext): void {
     async ({ resolved, query }) => {
       const zone = resolved.zone_id as Zone;
       const filters = listFilters(query);
+      const extra = extraFilters(query as Record<string, unknown>);
+      if (extra) {
+        // Comments, tags and search have no indexed column: filter, sort and page in memory.
+        const keep = recordPredicate(filters, extra, query.match);
+        const rows = (await dnsRecords.all(db, zone.id)).map((d) => d.body).filter(keep);
+        const key = query.order ?? 'created_on';
+        const cmp = (a: StoredRecord, b: StoredRecord) => {
+          const x = (a as unknown as Record<string, string | number | boolean>)[key];
+          const y = (b as unknown as Record<string, string | number | boolean>)[key];
+          return x < y ? -1 : x > y ? 1 : 0;
+        };
+        rows.sort(cmp);
+        if (query.direction === 'desc') rows.reverse();
+        return pageOf(rows, query);
+      }
       const base = { filters, match: query.match, direction: query.direction };
       if (query.order === 'ttl') {
         // ttl is not an indexed column: sort this (rare) order in memory.

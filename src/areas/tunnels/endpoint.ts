@@ -332,9 +332,10 @@ export class TunnelEndpoint {
   private async access(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     let principal: Principal;
     try {
-      principal = await this.deps.auth.authenticate({
-        get: (name: string) => header(req, name.toLowerCase()),
-      });
+      principal = await this.deps.auth.authenticate(
+        { get: (name: string) => header(req, name.toLowerCase()) },
+        socket.remoteAddress,
+      );
     } catch (err) {
       if (err instanceof ApiError)
         return refuse(

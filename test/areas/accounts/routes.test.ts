@@ -252,6 +252,47 @@ describe('API tokens', () => {
     );
   });
 
+  it('condition.request_ip: the token works only from the addresses it allows', async () => {
+    const make = async (request_ip: unknown) => {
+      const res = await t.call('POST', '/user/tokens', {
+        name: `ip ${JSON.stringify(request_ip)}`,
+        policies: [policy(['Zone Read'], { [accountKey()]: '*' })],
+        condition: { request_ip },
+      });
+      expect(res.status, res.text).toBe(200);
+      return res.body.result.value as string;
+    };
+    // The test server is reached over loopback (127.0.0.1).
+    const cases: [unknown, number][] = [
+      [{ in: ['127.0.0.0/8'] }, 200],
+      [{ in: ['192.0.2.0/24', '127.0.0.1'] }, 200],
+      [{ in: ['192.0.2.0/24', '2001:db8::/32'] }, 403],
+      [{ not_in: ['127.0.0.1/32'] }, 403],
+      [{ in: ['0.0.0.0/0'], not_in: ['127.0.0.0/24'] }, 403],
+      [{ not_in: ['198.51.100.0/24'] }, 200],
+      [{}, 200],
+    ];
+    for (const [cond, status] of cases) {
+      const secret = await make(cond);
+      for (const path of ['/zones', '/user/tokens/verify']) {
+        const res = await t.call('GET', path, undefined, bearer(secret));
+        expect(res.status, `${JSON.stringify(cond)} ${path}`).toBe(status);
+        if (status === 403) {
+          expect(res.body.errors[0]).toMatchObject({ code: 9109, message: 'Cannot use the access token from location: 127.0.0.1' });
+        }
+      }
+    }
+    for (const bad of [['10.0.0.0/33'], ['not-an-ip'], ['10.0.0.0/8/1'], ['::1/129']]) {
+      const res = await t.call('POST', '/user/tokens', {
+        name: 'bad ip',
+        policies: [policy(['Zone Read'], { [accountKey()]: '*' })],
+        condition: { request_ip: { in: bad } },
+      });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.errors[0].message).toMatch(/^condition\.request_ip\.in\.0: /);
+    }
+  });
+
   it('unknown and malformed token ids', async () => {
     expectError(await t.call('GET', `/user/tokens/${'0'.repeat(32)}`), 404);
     expectError(

@@ -135,6 +135,48 @@ describe('list filters and paging', () => {
     expect((await list('type=TXT&content=198.51.100.1&match=any')).result_info.total_count).toBe(2);
   });
 
+  it('filters by comment, tag (with tag_match) and search (with match)', async () => {
+    const zt = await createZone(t, 'tagged.test');
+    const add = (name: string, content: string, comment: string | null, tags: string[]) =>
+      t.call('POST', records(zt.id), { type: 'A', name, content, comment, tags });
+    expect((await add('web', '192.0.2.1', 'Front door', ['team:web', 'env:prod'])).status).toBe(200);
+    expect((await add('api', '192.0.2.2', 'Backend API', ['team:api', 'env:staging'])).status).toBe(200);
+    expect((await add('db', '192.0.2.3', null, ['team:data'])).status).toBe(200);
+    expect((await add('old', '192.0.2.4', 'legacy box', [])).status).toBe(200);
+    const names = async (q: string) => {
+      const res = await t.call('GET', `${records(zt.id)}?order=name&${q}`);
+      expect(res.status, `${q}: ${res.text}`).toBe(200);
+      expect(res.body.result_info.total_count).toBe(res.body.result.length);
+      return res.body.result.map((r: { name: string }) => r.name.split('.')[0]);
+    };
+    expect(await names('comment=Front%20door')).toEqual(['web']);
+    expect(await names('comment.exact=front%20door')).toEqual([]);
+    expect(await names('comment.contains=API')).toEqual(['api']);
+    expect(await names('comment.startswith=leg')).toEqual(['old']);
+    expect(await names('comment.endswith=DOOR')).toEqual(['web']);
+    expect(await names('comment.absent')).toEqual(['db']);
+    expect(await names('comment.present')).toEqual(['api', 'old', 'web']);
+    expect(await names('tag=team:web')).toEqual(['web']);
+    expect(await names('tag.exact=team:we')).toEqual([]);
+    expect(await names('tag.present=env')).toEqual(['api', 'web']);
+    expect(await names('tag.absent=env')).toEqual(['db', 'old']);
+    expect(await names('tag.contains=env:stag')).toEqual(['api']);
+    expect(await names('tag.startswith=team:a')).toEqual(['api']);
+    expect(await names('tag.endswith=team:ta')).toEqual(['db']);
+    expect(await names('tag=team:web&tag=env:staging')).toEqual([]);
+    expect(await names('tag=team:web&tag=env:staging&tag_match=any')).toEqual(['api', 'web']);
+    expect(await names('search=backend')).toEqual(['api']);
+    expect(await names('search=192.0.2.3')).toEqual(['db']);
+    expect(await names('search=prod')).toEqual(['web']);
+    expect(await names('search=legacy&tag.present=team')).toEqual([]);
+    expect(await names('search=legacy&tag.present=team&match=any')).toEqual(['api', 'db', 'old', 'web']);
+    expect(await names('name.startswith=d&comment.present&match=any')).toEqual(['api', 'db', 'old', 'web']);
+    expect(await names('name.startswith=w&comment.present')).toEqual(['web']);
+    const paged = await t.call('GET', `${records(zt.id)}?tag.present=team&per_page=2&page=2&order=name`);
+    expect(paged.body.result_info).toEqual({ page: 2, per_page: 2, count: 1, total_count: 3, total_pages: 2 });
+    expect((await t.call('GET', `${records(zt.id)}?tag_match=some`)).status).toBe(400);
+  });
+
   it('orders and pages; a page past the end is empty with result_info', async () => {
     const p1 = (await t.call('GET', `${records(z.id)}?type=A&order=content&direction=desc&per_page=5`)).body;
     expect(p1.result).toHaveLength(5);
