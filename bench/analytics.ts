@@ -94,6 +94,8 @@ export async function main(args: string[]): Promise<number> {
     accountId: ACCOUNT,
     logLevel: 'silent',
     analyticsFlushMs: 200,
+    // Heavy queries over millions of points on a loaded machine may outlast the default 30 s.
+    analyticsQueryTimeoutMs: 600_000,
   });
   const server = await startServer(config, { logger: createLogger('silent') });
   const api = `${server.apiUrl}/client/v4`;
