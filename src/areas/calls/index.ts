@@ -18,6 +18,7 @@ import { RelayIndex } from './keys.ts';
 import { mountRelayRoutes, type RelayState } from './routes.ts';
 import { startTurnServer, type TurnServer } from './turn-server.ts';
 import { relayTlsMaterial } from './tls.ts';
+import { mountAppRoutes } from './sfu/apps.ts';
 
 const REFRESH_MS = 2_000;
 /** Refresh ticks between two prunings of expired revocations (about a minute). */
@@ -46,6 +47,7 @@ export default defineArea({
     };
     ctx.permissions.define({ key: 'calls', name: 'Calls', scope: 'account' });
     mountRelayRoutes(ctx, state);
+    mountAppRoutes(ctx, () => undefined);
 
     return {
       async start() {
