@@ -16,7 +16,7 @@ import type { Level } from './permissions.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import { HEX32, UUID } from './ids.ts';
 
-export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
 export type RouteAuth =
   /** A permission key, or several of which any one suffices (CNI: Magic WAN or Magic Transit). */

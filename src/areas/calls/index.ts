@@ -19,6 +19,8 @@ import { mountRelayRoutes, type RelayState } from './routes.ts';
 import { startTurnServer, type TurnServer } from './turn-server.ts';
 import { relayTlsMaterial } from './tls.ts';
 import { mountAppRoutes } from './sfu/apps.ts';
+import { Forwarder } from './sfu/engine.ts';
+import { mountSfuRoutes } from './sfu/routes.ts';
 
 const REFRESH_MS = 2_000;
 /** Refresh ticks between two prunings of expired revocations (about a minute). */
@@ -47,7 +49,12 @@ export default defineArea({
     };
     ctx.permissions.define({ key: 'calls', name: 'Calls', scope: 'account' });
     mountRelayRoutes(ctx, state);
-    mountAppRoutes(ctx, () => undefined);
+    const sfuLog = log.child({ area: 'sfu' });
+    // Peer connections gather on the API listen address when it is one IPv4 address.
+    const sfuAddress = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
+    const sfu = new Forwarder({ address: sfuAddress, trackIdleMs: 30_000, log: (level, msg, fields) => sfuLog[level](fields ?? {}, msg) });
+    mountAppRoutes(ctx, (appId) => void sfu.closeApp(appId));
+    mountSfuRoutes(ctx, sfu);
 
     return {
       async start() {
@@ -96,6 +103,7 @@ export default defineArea({
         if (refreshTimer) clearInterval(refreshTimer);
         await turn?.close();
         turn = undefined;
+        await sfu.close();
       },
     };
   },
