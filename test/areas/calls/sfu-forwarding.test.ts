@@ -8,7 +8,7 @@
 import { MediaStreamTrack, RtpHeader, RtpPacket, type RTCPeerConnection } from 'werift';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import { connected, createApp, loopbackPeer, sfuCall, until, type SfuApp } from './sfu-support.ts';
+import { connected, createApp, loopbackPeer, sfuCall, type SfuApp } from './sfu-support.ts';
 
 let t: TestServer;
 let app: SfuApp;
@@ -24,9 +24,11 @@ afterAll(async () => {
 });
 
 describe('forwarding between werift peers', () => {
-  it('push → pull → RTP forwarded unchanged, PLI reaches the publisher', async () => {
+  // werift's DTLS client aborts when a HelloVerifyRequest arrives twice (a retransmission on a
+  // loaded machine); that is the test client's fault, not the forwarder's, so the test may retry.
+  it('push → pull → RTP forwarded unchanged, PLI reaches the publisher', { retry: 2, timeout: 60_000 }, async () => {
     // Publisher
-    const pub = loopbackPeer();
+    const pub = loopbackPeer(t);
     peers.push(pub);
     const source = new MediaStreamTrack({ kind: 'video' });
     const tx = pub.addTransceiver(source, { direction: 'sendonly' });
@@ -46,10 +48,10 @@ describe('forwarding between werift peers', () => {
     expect(push.body.sessionDescription.sdp).toContain('a=ice-lite');
     expect(push.body.sessionDescription.sdp).toMatch(/a=candidate:.* 127\.0\.0\.1 /);
     await pub.setRemoteDescription(push.body.sessionDescription);
-    await connected(pub);
+    await connected(pub, 8000, 'publisher');
 
     // Subscriber
-    const sub = loopbackPeer();
+    const sub = loopbackPeer(t);
     peers.push(sub);
     const s2 = await sfuCall(t, app, 'POST', '/sessions/new');
     const pull = await sfuCall(t, app, 'POST', `/sessions/${s2.body.sessionId}/tracks/new`, {
@@ -75,7 +77,7 @@ describe('forwarding between werift peers', () => {
     });
     expect(reneg.status).toBe(200);
     expect(reneg.body).toEqual({});
-    await connected(sub);
+    await connected(sub, 8000, 'subscriber');
 
     // The publisher learns about PLIs on its sender.
     let plis = 0;
@@ -102,8 +104,12 @@ describe('forwarding between werift peers', () => {
     // A PLI from the subscriber is forwarded to the publisher.
     const before = plis;
     const receiver = sub.getTransceivers()[0].receiver;
-    await receiver.sendRtcpPLI(receiverSsrc!);
-    await until(() => plis > before, 3000, 'PLI at the publisher');
+    // The SFU passes on at most one keyframe request per 300 ms: ask a few times.
+    for (let i = 0; i < 10 && plis === before; i++) {
+      await receiver.sendRtcpPLI(receiverSsrc!);
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    expect(plis).toBeGreaterThan(before);
 
     // Session state
     const state1 = await sfuCall(t, app, 'GET', `/sessions/${s1.body.sessionId}`);
@@ -135,5 +141,5 @@ describe('forwarding between werift peers', () => {
       tracks: [{ location: 'remote', sessionId: s1.body.sessionId, trackName: 'camera' }],
     });
     expect(pullClosed.body.tracks[0].errorCode).toBe('not_found_track_error');
-  }, 60_000);
+  });
 });

@@ -32,10 +32,20 @@ export async function sfuCall(t: TestServer, app: SfuApp, method: string, path: 
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 
-/** A werift client kept on loopback (dependencies note: it would gather on other interfaces otherwise). */
-export function loopbackPeer(): RTCPeerConnection {
+/** Outpost's own STUN service (the relay's UDP listener), on loopback. */
+export function stunUrl(t: TestServer): string {
+  const relay = t.server.listeners.find((l) => l.name === 'TURN/STUN relay' && l.protocol.startsWith('udp'));
+  if (!relay) throw new Error('the test server has no relay listener');
+  return `stun:${relay.address}`;
+}
+
+/**
+ * A werift client kept on loopback (it would gather on other interfaces otherwise), with Outpost's
+ * STUN service so it never falls back to its built-in public STUN host.
+ */
+export function loopbackPeer(t: TestServer): RTCPeerConnection {
   return new RTCPeerConnection({
-    iceServers: [],
+    iceServers: [{ urls: stunUrl(t) }],
     iceUseIpv6: false,
     iceInterfaceAddresses: { udp4: '127.0.0.1' },
     iceAdditionalHostAddresses: ['127.0.0.1'],
@@ -44,10 +54,10 @@ export function loopbackPeer(): RTCPeerConnection {
   });
 }
 
-export async function connected(pc: RTCPeerConnection, ms = 8000): Promise<void> {
+export async function connected(pc: RTCPeerConnection, ms = 8000, name = "peer"): Promise<void> {
   if (pc.connectionState === 'connected') return;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`peer connection still ${pc.connectionState} after ${ms} ms`)), ms);
+    const timer = setTimeout(() => reject(new Error(`${name} connection still ${pc.connectionState} (ICE ${pc.iceConnectionState}) after ${ms} ms`)), ms);
     pc.connectionStateChange.subscribe((s) => {
       if (s === 'connected') {
         clearTimeout(timer);

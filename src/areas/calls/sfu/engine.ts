@@ -239,10 +239,20 @@ export class Forwarder {
     });
   }
 
+  /**
+   * Our description as sent: candidates only on the configured address, and no trickle option
+   * (candidates are all in the description; the SFU does not trickle).
+   */
   private localSdp(pc: RTCPeerConnection, type: 'offer' | 'answer'): SessionDescription {
     const sdp = pc.localDescription?.sdp;
     if (!sdp) throw new SfuError(500, 'internal_error', 'no local description after negotiation');
-    return { type, sdp };
+    const address = this.opts.address;
+    const lines = sdp.split(/\r\n/).filter((line) => {
+      if (line === 'a=ice-options:trickle') return false;
+      if (address && line.startsWith('a=candidate:')) return line.split(' ')[4] === address;
+      return true;
+    });
+    return { type, sdp: lines.join('\r\n') };
   }
 
   private async applyOffer(s: Session, offer: SessionDescription): Promise<RTCPeerConnection> {
@@ -261,7 +271,10 @@ export class Forwarder {
 
   private async answer(s: Session): Promise<SessionDescription> {
     const pc = s.pc!;
-    await pc.setLocalDescription(await pc.createAnswer());
+    const answer = await pc.createAnswer();
+    // The SFU answers as the DTLS server: the client, which knows when its ICE checks succeed,
+    // starts the handshake (a lite agent that starts it early can lose its first flight).
+    await pc.setLocalDescription({ type: 'answer', sdp: answer.sdp.replace(/\r\na=setup:active/g, '\r\na=setup:passive') });
     await this.gathered(pc);
     return this.localSdp(pc, 'answer');
   }
