@@ -461,7 +461,12 @@ export class Forwarder {
         sender.replaceRTP(rtp.header, true);
         sub.switching = false;
       }
-      buf ??= rtp.serialize();
+      if (!buf) {
+        // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
+        // abs-send-time); the publisher's ids would mean other things on the subscriber's side.
+        rtp.header.extensions = [];
+        buf = rtp.serialize();
+      }
       sender.sendRtp(buf).catch(() => undefined);
     }
   }

@@ -1,0 +1,138 @@
+/**
+ * Real browsers through the forwarder: two headless Chromium pages with fake media devices. One
+ * publishes its camera track, the other pulls it by session id and track name; the subscriber's
+ * `getStats()` must show decoded frames. Both pages are served from `localhost` and call the media
+ * host on `127.0.0.1`, so every request is cross-origin and goes through the CORS preflight.
+ * Media does not touch storage: this runs on the SQLite backend only.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../../support/server.ts';
+import { createApp, type SfuApp } from './sfu-support.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+];
+
+/** Shared page helpers: calls to the media host and waiting for `connected`. */
+const HELPERS = String.raw`
+window.sfu = async (base, secret, method, path, body) => {
+  const res = await fetch(base + path, { method, headers: { authorization: 'Bearer ' + secret, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = await res.json();
+  if (res.status >= 400) throw new Error(method + ' ' + path + ' → ' + res.status + ' ' + JSON.stringify(json));
+  return json;
+};
+window.connected = (pc, ms) => new Promise((resolve, reject) => {
+  if (pc.connectionState === 'connected') return resolve();
+  const timer = setTimeout(() => reject(new Error('still ' + pc.connectionState + ' / ICE ' + pc.iceConnectionState)), ms);
+  pc.addEventListener('connectionstatechange', () => { if (pc.connectionState === 'connected') { clearTimeout(timer); resolve(); } });
+});
+`;
+
+const PUBLISH = String.raw`async (base, secret, trackName) => {
+  const media = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: false });
+  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+  window.publisher = pc;
+  const tx = pc.addTransceiver(media.getVideoTracks()[0], { direction: 'sendonly' });
+  const { sessionId } = await sfu(base, secret, 'POST', '/sessions/new');
+  await pc.setLocalDescription(await pc.createOffer());
+  const push = await sfu(base, secret, 'POST', '/sessions/' + sessionId + '/tracks/new', {
+    sessionDescription: { type: 'offer', sdp: pc.localDescription.sdp },
+    tracks: [{ location: 'local', mid: tx.mid, trackName }],
+  });
+  await pc.setRemoteDescription(push.sessionDescription);
+  await connected(pc, 10000);
+  return { sessionId, tracks: push.tracks };
+}`;
+
+const SUBSCRIBE = String.raw`async (base, secret, remoteSessionId, trackName) => {
+  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+  const { sessionId } = await sfu(base, secret, 'POST', '/sessions/new');
+  const pull = await sfu(base, secret, 'POST', '/sessions/' + sessionId + '/tracks/new', {
+    tracks: [{ location: 'remote', sessionId: remoteSessionId, trackName }],
+  });
+  const gotTrack = new Promise((resolve) => { pc.ontrack = (e) => resolve(e.track); });
+  await pc.setRemoteDescription(pull.sessionDescription);
+  await pc.setLocalDescription(await pc.createAnswer());
+  await sfu(base, secret, 'PUT', '/sessions/' + sessionId + '/renegotiate', { sessionDescription: { type: 'answer', sdp: pc.localDescription.sdp } });
+  await connected(pc, 10000);
+  const track = await gotTrack;
+  const video = document.createElement('video');
+  video.muted = true;
+  video.autoplay = true;
+  video.srcObject = new MediaStream([track]);
+  document.body.appendChild(video);
+  let frames = 0, width = 0, nacks = 0, plis = 0, packets = 0;
+  for (let i = 0; i < 150 && frames < 10; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const stats = await pc.getStats();
+    stats.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') { frames = s.framesDecoded || 0; width = s.frameWidth || 0; nacks = s.nackCount || 0; plis = s.pliCount || 0; packets = s.packetsReceived || 0; } });
+  }
+  return { sessionId, mid: pull.tracks[0].mid, framesDecoded: frames, frameWidth: width, nacks, plis, packets, requiresImmediateRenegotiation: pull.requiresImmediateRenegotiation };
+}`;
+
+let t: TestServer | undefined;
+let app: SfuApp;
+let browser: Browser | undefined;
+let profile: string | undefined;
+let skipReason: string | undefined;
+
+async function openPage(b: Browser, origin: string): Promise<Page> {
+  const page = await b.newPage();
+  await page.goto(`${origin}/healthz`);
+  await page.evaluate(HELPERS);
+  return page;
+}
+
+beforeAll(async () => {
+  if (process.env.OUTPOST_TEST_DATABASE?.startsWith('postgres')) {
+    skipReason = 'media forwarding does not touch storage: the Chromium test runs on the SQLite backend only';
+    console.log(`skipping sfu-chromium: ${skipReason}`);
+    return;
+  }
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/test.sh does this)`);
+  t = await startTestServer();
+  app = await createApp(t);
+  profile = mkdtempSync(join(tmpdir(), 'outpost-sfu-chromium-'));
+  browser = await puppeteer.launch({ executablePath: CHROMIUM, args: FLAGS, userDataDir: profile, headless: true });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+  await t?.stop();
+});
+
+describe('Chromium through the forwarder', () => {
+  it('one page publishes its camera, another pulls it by track name and decodes frames', async (ctx) => {
+    if (skipReason) return ctx.skip();
+    const base = `${t!.url}/v1/apps/${app.uid}`;
+    const pageOrigin = t!.url.replace('127.0.0.1', 'localhost');
+    const pubPage = await openPage(browser!, pageOrigin);
+    const subPage = await openPage(browser!, pageOrigin);
+    const pub = (await pubPage.evaluate(`(${PUBLISH})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, 'camera')`)) as { sessionId: string; tracks: Array<{ trackName: string; mid: string }> };
+    expect(pub.tracks[0]).toMatchObject({ trackName: 'camera' });
+    const sub = (await subPage.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(pub.sessionId)}, 'camera')`)) as {
+      framesDecoded: number;
+      frameWidth: number;
+      requiresImmediateRenegotiation: boolean;
+    };
+    expect(sub.requiresImmediateRenegotiation).toBe(true);
+    if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
+    expect(sub.framesDecoded).toBeGreaterThan(0);
+    expect(sub.frameWidth).toBe(320);
+  }, 60_000);
+});
