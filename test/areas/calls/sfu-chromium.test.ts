@@ -84,6 +84,40 @@ const SUBSCRIBE = String.raw`async (base, secret, remoteSessionId, trackName) =>
   return { sessionId, mid: pull.tracks[0].mid, framesDecoded: frames, frameWidth: width, nacks, plis, packets, requiresImmediateRenegotiation: pull.requiresImmediateRenegotiation };
 }`;
 
+/** Two sessions opened with a data-channel-only offer; a channel published by one, pulled by the other. */
+const DATACHANNELS = String.raw`async (base, secret) => {
+  async function session() {
+    const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+    pc.createDataChannel('server-events');
+    await pc.setLocalDescription(await pc.createOffer());
+    const { sessionId, sessionDescription } = await sfu(base, secret, 'POST', '/sessions/new', { sessionDescription: pc.localDescription });
+    await pc.setRemoteDescription(sessionDescription);
+    await connected(pc, 10000);
+    return { pc, sessionId, answerType: sessionDescription.type };
+  }
+  const one = await session();
+  const two = await session();
+  const local = await sfu(base, secret, 'POST', '/sessions/' + one.sessionId + '/datachannels/new', { dataChannels: [{ location: 'local', dataChannelName: 'chat' }] });
+  const publish = one.pc.createDataChannel('chat', { negotiated: true, id: local.dataChannels[0].id });
+  const remote = await sfu(base, secret, 'POST', '/sessions/' + two.sessionId + '/datachannels/new', { dataChannels: [{ location: 'remote', sessionId: one.sessionId, dataChannelName: 'chat' }] });
+  const subscribed = two.pc.createDataChannel('chat-subscribed', { negotiated: true, id: remote.dataChannels[0].id });
+  const received = [];
+  subscribed.onmessage = (e) => received.push(String(e.data));
+  await Promise.all([publish, subscribed].map((dc) => dc.readyState === 'open' ? null : new Promise((r) => { dc.onopen = r; })));
+  for (let i = 0; i < 50 && received.length < 3; i++) {
+    if (i % 10 === 0) publish.send('hello ' + i);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const stateOne = await sfu(base, secret, 'GET', '/sessions/' + one.sessionId);
+  const stateTwo = await sfu(base, secret, 'GET', '/sessions/' + two.sessionId);
+  const closed = await sfu(base, secret, 'PUT', '/sessions/' + two.sessionId + '/datachannels/close', { dataChannels: [{ id: remote.dataChannels[0].id }] });
+  const before = received.length;
+  publish.send('after close');
+  await new Promise((r) => setTimeout(r, 500));
+  const closedAgain = await sfu(base, secret, 'PUT', '/sessions/' + two.sessionId + '/datachannels/close', { dataChannels: [{ id: remote.dataChannels[0].id }] });
+  return { answerType: one.answerType, local, remote, received, stateOne, stateTwo, closed, afterClose: received.length - before, closedAgain };
+}`;
+
 let t: TestServer | undefined;
 let app: SfuApp;
 let browser: Browser | undefined;
@@ -134,5 +168,24 @@ describe('Chromium through the forwarder', () => {
     if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
     expect(sub.framesDecoded).toBeGreaterThan(0);
     expect(sub.frameWidth).toBe(320);
+  }, 60_000);
+
+  it('data channels: a session opened with an offer publishes a channel that another session pulls', async (ctx) => {
+    if (skipReason) return ctx.skip();
+    const base = `${t!.url}/v1/apps/${app.uid}`;
+    const page = await openPage(browser!, t!.url.replace('127.0.0.1', 'localhost'));
+    const r = (await page.evaluate(`(${DATACHANNELS})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)})`)) as any;
+    expect(r.answerType).toBe('answer');
+    expect(r.local.dataChannels[0]).toMatchObject({ location: 'local', dataChannelName: 'chat' });
+    expect(typeof r.local.dataChannels[0].id).toBe('number');
+    expect(r.remote.dataChannels[0]).toMatchObject({ location: 'remote', dataChannelName: 'chat' });
+    expect(r.received.length).toBeGreaterThanOrEqual(3);
+    expect(r.received[0]).toBe('hello 0');
+    expect(r.stateOne.dataChannels).toEqual([{ location: 'local', dataChannelName: 'chat', id: r.local.dataChannels[0].id, status: 'active' }]);
+    expect(r.stateTwo.dataChannels[0]).toMatchObject({ location: 'remote', dataChannelName: 'chat', status: 'active' });
+    expect(r.closed.dataChannels[0]).toMatchObject({ id: r.remote.dataChannels[0].id });
+    expect(r.closed.dataChannels[0].errorCode).toBeUndefined();
+    expect(r.afterClose).toBe(0);
+    expect(r.closedAgain.dataChannels[0].errorCode).toBe('close_track_error');
   }, 60_000);
 });
