@@ -3,15 +3,21 @@
  * publishes its camera track, the other pulls it by session id and track name; the subscriber's
  * `getStats()` must show decoded frames. Both pages are served from `localhost` and call the media
  * host on `127.0.0.1`, so every request is cross-origin and goes through the CORS preflight.
- * Media does not touch storage: this runs on the SQLite backend only.
+ * A second, non-browser stack (Debian python3-aiortc) publishes generated video that Chromium pulls
+ * and decodes. Media does not touch storage: this runs on the SQLite backend only.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import { createApp, type SfuApp } from './sfu-support.ts';
+import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
+
+const PYTHON = '/usr/bin/python3';
+const AIORTC_PUBLISHER = fileURLToPath(new URL('./peers/aiortc-publisher.py', import.meta.url));
 
 const CHROMIUM = '/usr/bin/chromium';
 const FLAGS = [
@@ -188,4 +194,42 @@ describe('Chromium through the forwarder', () => {
     expect(r.afterClose).toBe(0);
     expect(r.closedAgain.dataChannels[0].errorCode).toBe('close_track_error');
   }, 60_000);
+
+  it('a non-browser peer (aiortc) publishes; Chromium pulls and decodes its frames', async (ctx) => {
+    if (skipReason) return ctx.skip();
+    const probe = spawn(PYTHON, ['-c', 'import aiortc']);
+    const importable = await new Promise<boolean>((resolve) => probe.once('exit', (code) => resolve(code === 0)));
+    if (!importable) throw new Error(`${PYTHON} cannot import aiortc: install the Debian package 'python3-aiortc' (scripts/test.sh does this)`);
+    const base = `${t!.url}/v1/apps/${app.uid}`;
+    let child: ChildProcess | undefined;
+    try {
+      child = spawn(PYTHON, [AIORTC_PUBLISHER, base, app.secret, stunUrl(t!), 'aiortc-video', '40'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d) => (err += d));
+      const published = await new Promise<{ sessionId: string; tracks: Array<{ trackName: string; mid: string }> }>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the aiortc publisher did not connect within 30 s:\n${err}`)), 30_000);
+        child!.stdout!.on('data', (d) => {
+          out += d;
+          const line = out.split('\n').find((l) => l.startsWith('{'));
+          if (line) {
+            clearTimeout(timer);
+            resolve(JSON.parse(line));
+          }
+        });
+        child!.once('exit', (code) => {
+          clearTimeout(timer);
+          reject(new Error(`the aiortc publisher exited with ${code}:\n${err}`));
+        });
+      });
+      expect(published.tracks[0]).toMatchObject({ trackName: 'aiortc-video' });
+      const page = await openPage(browser!, t!.url.replace('127.0.0.1', 'localhost'));
+      const sub = (await page.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(published.sessionId)}, 'aiortc-video')`)) as { framesDecoded: number; frameWidth: number };
+      if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
+      expect(sub.framesDecoded).toBeGreaterThan(0);
+      expect(sub.frameWidth).toBe(320);
+    } finally {
+      child?.kill('SIGTERM');
+    }
+  }, 90_000);
 });
