@@ -61,6 +61,11 @@ export interface Config {
   relayAllowLoopback: boolean;
   /** Concurrent allocations per relay username. */
   relayQuota: number;
+  /**
+   * Alternative relay ports: `auto` (53/udp, 80/tcp, 443/tls unless --turn-port is 0), `off`,
+   * or a mapping such as `udp53=10053,tcp80=8080,tls443=8443`.
+   */
+  relayAltPorts: string;
   /** Graceful-stop budget for in-flight requests, ms. */
   shutdownTimeoutMs: number;
   /** Seconds a new interconnect stays `pending` before it turns `active`. */
@@ -139,6 +144,7 @@ export const DEFAULTS: Config = {
   relayPorts: '49152-65535',
   relayAllowLoopback: false,
   relayQuota: 10,
+  relayAltPorts: 'auto',
   tunnelColo: 'outpost',
   spectrumBindAddresses: [],
   spectrumPortOffset: 10000,
@@ -192,6 +198,7 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'relayHost', flag: 'relay-host', env: 'OUTPOST_RELAY_HOST', type: 'string', help: 'host put into generated ICE URLs (default: --host)' },
   { key: 'relayPorts', flag: 'relay-ports', env: 'OUTPOST_RELAY_PORTS', type: 'string', help: 'relayed-address port range min-max (default 49152-65535)' },
   { key: 'relayAllowLoopback', flag: 'relay-allow-loopback', env: 'OUTPOST_RELAY_ALLOW_LOOPBACK', type: 'bool', help: 'allow loopback/private relay peers (default false)' },
+  { key: 'relayAltPorts', flag: 'relay-alt-ports', env: 'OUTPOST_RELAY_ALT_PORTS', type: 'string', help: 'alternative relay ports: auto | off | udp53=<port>,tcp80=<port>,tls443=<port> (default auto: 53, 80, 443 unless --turn-port is 0)' },
   { key: 'relayQuota', flag: 'relay-quota', env: 'OUTPOST_RELAY_QUOTA', type: 'int', help: 'allocations per relay username (default 10)' },
   { key: 'cniProvisioningSeconds', flag: 'cni-provisioning-seconds', env: 'OUTPOST_CNI_PROVISIONING_SECONDS', type: 'int', help: 'seconds a new interconnect stays pending (default 60)' },
   { key: 'cniFacilities', flag: 'cni-facilities', env: 'OUTPOST_CNI_FACILITIES', type: 'string', help: 'JSON file replacing the built-in interconnect facilities catalog' },

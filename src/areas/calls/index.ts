@@ -18,6 +18,7 @@ import { RelayIndex } from './keys.ts';
 import { mountRelayRoutes, type RelayState } from './routes.ts';
 import { startTurnServer, type TurnServer } from './turn-server.ts';
 import { relayTlsMaterial } from './tls.ts';
+import { parseAltPorts } from './ice.ts';
 import { mountAppRoutes } from './sfu/apps.ts';
 import { Forwarder } from './sfu/engine.ts';
 import { mountSfuRoutes } from './sfu/routes.ts';
@@ -66,6 +67,7 @@ export default defineArea({
           udpPort: config.turnPort,
           tcpPort: config.turnPort,
           tls: tls ? { port: config.turnsPort, ...tls } : undefined,
+          alternates: parseAltPorts(config.relayAltPorts, config.turnPort, !!tls),
           realm: 'outpost',
           // Relayed addresses are advertised to peers: a wildcard listen address cannot be one.
           relayAddress: config.relayHost && isIP(config.relayHost) ? config.relayHost : config.host,
@@ -76,7 +78,14 @@ export default defineArea({
           secretsFor: (username) => state.index.secretsFor(username),
           log: (level, msg, fields) => relayLog[level](fields ?? {}, msg),
         });
-        state.ports = { udp: turn.udpPort, tcp: turn.tcpPort, tls: turn.tlsPort };
+        const alt = turn.alternatePorts;
+        state.ports = { udp: turn.udpPort, tcp: turn.tcpPort, tls: turn.tlsPort, altUdp53: alt.udp53, altTcp80: alt.tcp80, altTls443: alt.tls443 };
+        for (const f of turn.alternateFailures) {
+          relayLog.warn(
+            { form: f.form, port: f.port, error: f.error },
+            `relay alternative port ${f.port} (${f.form}) could not be opened; the ICE list shows that form on the main port instead (set --relay-alt-ports to map it to a port Outpost may open, or off)`,
+          );
+        }
         let ticks = 0;
         refreshTimer = setInterval(() => {
           state.index.refresh(db).catch((err: unknown) => relayLog.warn({ err }, 'relay key refresh failed'));
@@ -97,6 +106,9 @@ export default defineArea({
                 { name: 'TURN/STUN relay', protocol: 'tcp', address: `${config.host}:${turn.tcpPort}` },
               ];
         if (turn.tlsPort) listeners.push({ name: 'TURN over TLS', protocol: 'tls', address: `${config.host}:${turn.tlsPort}` });
+        if (alt.udp53) listeners.push({ name: 'TURN (alt 53)', protocol: 'udp', address: `${config.host}:${alt.udp53}` });
+        if (alt.tcp80) listeners.push({ name: 'TURN (alt 80)', protocol: 'tcp', address: `${config.host}:${alt.tcp80}` });
+        if (alt.tls443) listeners.push({ name: 'TURN over TLS (alt 443)', protocol: 'tls', address: `${config.host}:${alt.tls443}` });
         return listeners;
       },
       async stop() {
