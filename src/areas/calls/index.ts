@@ -1,16 +1,25 @@
 /**
- * @module calls — relay (TURN) keys, short-lived relay credentials, and Outpost's own STUN/TURN
- * server (spec 000 "Relay keys", "Relay credentials").
- * Keys: `/accounts/{account_id}/calls/turn_keys` (Calls Read/Write). Credentials: on the API port,
- * `/v1/turn/keys/{key_id}/credentials/generate` (spec: `{iceServers: {urls, username, credential}}`)
- * and `…/generate-ice-servers` (official: 201, an `iceServers` array), revoke with `{username}`
- * (spec) or `…/credentials/{username}/revoke` (official), both 204.
+ * @module calls — relay (TURN) keys, short-lived relay credentials, Outpost's own STUN/TURN
+ * server, and the media forwarding unit (spec 000 "Relay keys", "Relay credentials", "Media
+ * forwarding").
+ * Relay keys: `/accounts/{account_id}/calls/turn_keys` (Calls Read/Write). Credentials: on the API
+ * port, `/v1/turn/keys/{key_id}/credentials/generate` (spec: `{iceServers: {urls, username,
+ * credential}}`) and `…/generate-ice-servers` (official: 201, an `iceServers` array), revoke with
+ * `{username}` (spec) or `…/credentials/{username}/revoke` (official), both 204. The URL list has
+ * the seven platform forms; the 53/udp, 80/tcp and 443/tls alternatives are opened per
+ * `--relay-alt-ports`, a form whose port is closed shows the main port of its transport.
  * Credentials use the TURN REST shared-secret scheme (`<expiry>:<label>`, base64 HMAC-SHA1), so a
  * coturn fleet configured with a key's secret accepts them too; our label is `<key uid>.<random>`.
  * Revocation and key deletion refuse new requests at once and tear live allocations down within
  * the relay's one-second sweep.
- * LIMITATIONS: no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not served;
- * the 53/80/443 alternative ports are not opened (they need privileges) and so are not listed.
+ * Media forwarding (sfu/): apps at `/accounts/{account_id}/calls/apps` (secret returned once);
+ * the media host at `/v1/apps/{appId}/…` on the API port (bearer app secret, CORS): sessions,
+ * tracks push/pull/close (by `mid` with `force`, or by `trackName`), renegotiate, tracks/update,
+ * data channels; werift peer connections, ICE-lite, RTP forwarded without transcoding.
+ * LIMITATIONS: relay — no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not
+ * served. Forwarder — VP8 and Opus only; sessions live in this process (not shared between nodes,
+ * lost on restart); FIR is passed to publishers as PLI; no TWCC; each session has its own UDP port;
+ * WebSocket adapters are not implemented.
  */
 import { isIP } from 'node:net';
 import { defineArea, type AreaContext } from '../../core/area.ts';
