@@ -4,7 +4,9 @@
  * `getStats()` must show decoded frames. Both pages are served from `localhost` and call the media
  * host on `127.0.0.1`, so every request is cross-origin and goes through the CORS preflight.
  * A second, non-browser stack (Debian python3-aiortc) publishes generated video that Chromium pulls
- * and decodes. Media does not touch storage: this runs on the SQLite backend only.
+ * and decodes. With `iceTransportPolicy: 'relay'` and the relay's own credentials, both pages
+ * reach the forwarder only through Outpost's TURN server. Media does not touch storage: this runs
+ * on the SQLite backend only.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,9 +50,9 @@ window.connected = (pc, ms) => new Promise((resolve, reject) => {
 });
 `;
 
-const PUBLISH = String.raw`async (base, secret, trackName) => {
+const PUBLISH = String.raw`async (base, secret, trackName, rtcConfig) => {
   const media = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240 }, audio: false });
-  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', ...rtcConfig });
   window.publisher = pc;
   const tx = pc.addTransceiver(media.getVideoTracks()[0], { direction: 'sendonly' });
   const { sessionId } = await sfu(base, secret, 'POST', '/sessions/new');
@@ -61,11 +63,14 @@ const PUBLISH = String.raw`async (base, secret, trackName) => {
   });
   await pc.setRemoteDescription(push.sessionDescription);
   await connected(pc, 10000);
-  return { sessionId, tracks: push.tracks };
+  let local;
+  const stats = await pc.getStats();
+  stats.forEach((x) => { if (x.type === 'transport' && x.selectedCandidatePairId) { const pair = stats.get(x.selectedCandidatePairId); local = stats.get(pair.localCandidateId); } });
+  return { sessionId, tracks: push.tracks, localCandidateType: local && local.candidateType };
 }`;
 
-const SUBSCRIBE = String.raw`async (base, secret, remoteSessionId, trackName) => {
-  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+const SUBSCRIBE = String.raw`async (base, secret, remoteSessionId, trackName, rtcConfig) => {
+  const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', ...rtcConfig });
   const { sessionId } = await sfu(base, secret, 'POST', '/sessions/new');
   const pull = await sfu(base, secret, 'POST', '/sessions/' + sessionId + '/tracks/new', {
     tracks: [{ location: 'remote', sessionId: remoteSessionId, trackName }],
@@ -163,9 +168,9 @@ describe('Chromium through the forwarder', () => {
     const pageOrigin = t!.url.replace('127.0.0.1', 'localhost');
     const pubPage = await openPage(browser!, pageOrigin);
     const subPage = await openPage(browser!, pageOrigin);
-    const pub = (await pubPage.evaluate(`(${PUBLISH})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, 'camera')`)) as { sessionId: string; tracks: Array<{ trackName: string; mid: string }> };
+    const pub = (await pubPage.evaluate(`(${PUBLISH})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, 'camera', {})`)) as { sessionId: string; tracks: Array<{ trackName: string; mid: string }> };
     expect(pub.tracks[0]).toMatchObject({ trackName: 'camera' });
-    const sub = (await subPage.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(pub.sessionId)}, 'camera')`)) as {
+    const sub = (await subPage.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(pub.sessionId)}, 'camera', {})`)) as {
       framesDecoded: number;
       frameWidth: number;
       requiresImmediateRenegotiation: boolean;
@@ -224,7 +229,7 @@ describe('Chromium through the forwarder', () => {
       });
       expect(published.tracks[0]).toMatchObject({ trackName: 'aiortc-video' });
       const page = await openPage(browser!, t!.url.replace('127.0.0.1', 'localhost'));
-      const sub = (await page.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(published.sessionId)}, 'aiortc-video')`)) as { framesDecoded: number; frameWidth: number };
+      const sub = (await page.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(published.sessionId)}, 'aiortc-video', {})`)) as { framesDecoded: number; frameWidth: number };
       if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
       expect(sub.framesDecoded).toBeGreaterThan(0);
       expect(sub.frameWidth).toBe(320);
@@ -232,4 +237,22 @@ describe('Chromium through the forwarder', () => {
       child?.kill('SIGTERM');
     }
   }, 90_000);
+
+  it('TURN only: publisher and subscriber reach the forwarder through Outpost\'s relay (iceTransportPolicy relay)', async (ctx) => {
+    if (skipReason) return ctx.skip();
+    const h = { authorization: `Bearer ${t!.token}`, 'content-type': 'application/json' };
+    const key = (await (await fetch(`${t!.api}/accounts/${t!.accountId}/calls/turn_keys`, { method: 'POST', headers: h, body: '{}' })).json()).result;
+    const creds = await (await fetch(`${t!.url}/v1/turn/keys/${key.uid}/credentials/generate-ice-servers`, { method: 'POST', headers: { ...h, authorization: `Bearer ${key.key}` }, body: '{"ttl":600}' })).json();
+    const rtcConfig = { iceServers: creds.iceServers, iceTransportPolicy: 'relay' };
+    const base = `${t!.url}/v1/apps/${app.uid}`;
+    const origin = t!.url.replace('127.0.0.1', 'localhost');
+    const pubPage = await openPage(browser!, origin);
+    const subPage = await openPage(browser!, origin);
+    const cfg = JSON.stringify(rtcConfig);
+    const pub = (await pubPage.evaluate(`(${PUBLISH})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, 'relayed', ${cfg})`)) as { sessionId: string; localCandidateType: string };
+    expect(pub.localCandidateType).toBe('relay');
+    const sub = (await subPage.evaluate(`(${SUBSCRIBE})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)}, ${JSON.stringify(pub.sessionId)}, 'relayed', ${cfg})`)) as { framesDecoded: number };
+    if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
+    expect(sub.framesDecoded).toBeGreaterThan(0);
+  }, 60_000);
 });
