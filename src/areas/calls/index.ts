@@ -19,7 +19,8 @@
  * LIMITATIONS: relay — no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not
  * served. Forwarder — VP8 and Opus only; sessions live in this process (not shared between nodes,
  * lost on restart); FIR is passed to publishers as PLI; no TWCC; each session has its own UDP port;
- * WebSocket adapters are not implemented.
+ * simulcast layer selection stalls after the first frames with a Chromium publisher; WebSocket
+ * adapters are not implemented.
  */
 import { isIP } from 'node:net';
 import { defineArea, type AreaContext } from '../../core/area.ts';
