@@ -13,8 +13,8 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 
 # --- Debian packages used as real peers by the tests ---------------------------------------------
-# Each entry: <package>:<binary it provides>. Installed only when the binary is missing.
-DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy"
+# Each entry: <package>:<binary or module directory it provides>. Installed only when that path is missing.
+DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc"
 missing=""
 for entry in $DEBS; do
   pkg=${entry%%:*}; bin=${entry#*:}

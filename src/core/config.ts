@@ -61,6 +61,11 @@ export interface Config {
   relayAllowLoopback: boolean;
   /** Concurrent allocations per relay username. */
   relayQuota: number;
+  /**
+   * Alternative relay ports: `auto` (53/udp, 80/tcp, 443/tls unless --turn-port is 0), `off`,
+   * or a mapping such as `udp53=10053,tcp80=8080,tls443=8443`.
+   */
+  relayAltPorts: string;
   /** Graceful-stop budget for in-flight requests, ms. */
   shutdownTimeoutMs: number;
   /** Seconds a new interconnect stays `pending` before it turns `active`. */
@@ -171,6 +176,7 @@ export const DEFAULTS: Config = {
   relayPorts: '49152-65535',
   relayAllowLoopback: false,
   relayQuota: 10,
+  relayAltPorts: 'auto',
   tunnelColo: 'outpost',
   spectrumBindAddresses: [],
   spectrumPortOffset: 10000,
@@ -386,6 +392,13 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_RELAY_ALLOW_LOOPBACK',
     type: 'bool',
     help: 'allow loopback/private relay peers (default false)',
+  },
+  {
+    key: 'relayAltPorts',
+    flag: 'relay-alt-ports',
+    env: 'OUTPOST_RELAY_ALT_PORTS',
+    type: 'string',
+    help: 'alternative relay ports: auto | off | udp53=<port>,tcp80=<port>,tls443=<port> (default auto: 53, 80, 443 unless --turn-port is 0)',
   },
   {
     key: 'relayQuota',

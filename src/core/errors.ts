@@ -141,6 +141,7 @@ export const CODES = {
   // --- relay (TURN) keys and credentials ----------------------------------------------------
   relay_key_not_found: { code: 7003, status: 404, message: 'Relay key {0} not found' },
   relay_unauthorized: { code: 10000, status: 401, message: 'Authentication error: {0}' },
+  sfu_app_not_found: { code: 7003, status: 404, message: 'Media forwarding app {0} not found' },
 
   // --- network interconnects (CNI) ----------------------------------------------------------
   cni_invalid: { code: 1601, status: 400, message: '{0}' },

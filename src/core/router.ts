@@ -17,7 +17,7 @@ import type { RateLimiter } from './ratelimit.ts';
 import { HEX32, UUID } from './ids.ts';
 import { parseJsonBody } from './json.ts';
 
-export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
 export type RouteAuth =
   /** A permission key, or several of which any one suffices (CNI: Magic WAN or Magic Transit). */

@@ -66,6 +66,11 @@ export interface TurnServerOptions {
   tcpPort: number;
   /** Optional TURN over TLS. */
   tls?: { port: number; cert: string | Buffer; key: string | Buffer };
+  /**
+   * Extra listeners for the platform's alternative ports (53/udp, 80/tcp, 443/tls). One that
+   * cannot be opened is skipped with a warning and reported in `alternateFailures`.
+   */
+  alternates?: Array<{ form: AlternateForm; port: number }>;
   /** e.g. 'outpost.local' */
   realm: string;
   /** Address relayed sockets bind to and advertise, default '127.0.0.1'. */
@@ -93,10 +98,16 @@ export interface TurnServerOptions {
   strictChannelNumbers?: boolean;
 }
 
+export type AlternateForm = 'udp53' | 'tcp80' | 'tls443';
+
 export interface TurnServer {
   udpPort: number;
   tcpPort: number;
   tlsPort?: number;
+  /** Alternative listeners that opened, by form. */
+  alternatePorts: Partial<Record<AlternateForm, number>>;
+  /** Alternative listeners that could not be opened, with the reason. */
+  alternateFailures: Array<{ form: AlternateForm; port: number; error: string }>;
   /** Tear down every allocation whose username is revoked now (called by the API on revoke / key delete). */
   dropUsername(username: string): void;
   /** Re-check all live allocations: drop those whose secretsFor() returns [] or whose expiry passed. */
@@ -142,6 +153,8 @@ interface ClientLink {
   address: string;
   port: number;
   stream: net.Socket | null;
+  /** UDP links: the alternative-port socket the client talks to (null: the main UDP socket). */
+  socket?: dgram.Socket | null;
   /** Stream links carry their allocation directly; UDP uses the 5-tuple map. */
   allocation: Allocation | null;
 }
@@ -206,6 +219,10 @@ class OutpostTurnServer implements TurnServer {
   udpPort = 0;
   tcpPort = 0;
   tlsPort?: number;
+  alternatePorts: Partial<Record<AlternateForm, number>> = {};
+  alternateFailures: Array<{ form: AlternateForm; port: number; error: string }> = [];
+  private extraSockets: dgram.Socket[] = [];
+  private extraServers: net.Server[] = [];
 
   private readonly host: string;
   private readonly realm: string;
@@ -266,6 +283,7 @@ class OutpostTurnServer implements TurnServer {
       await this.listenUdp();
       await this.listenTcp();
       if (this.opts.tls) await this.listenTls(this.opts.tls);
+      for (const alt of this.opts.alternates ?? []) await this.listenAlternate(alt.form, alt.port);
     } catch (err) {
       await this.close();
       throw err;
@@ -298,8 +316,45 @@ class OutpostTurnServer implements TurnServer {
     });
     setBufferSizes(socket);
     socket.on('error', (err) => this.log('warn', 'udp socket error', { error: String(err) }));
-    socket.on('message', (buf, rinfo) => this.onUdpMessage(buf, rinfo));
+    socket.on('message', (buf, rinfo) => this.onUdpMessage(buf, rinfo, null));
     this.udpPort = socket.address().port;
+  }
+
+  /** One alternative-port listener; a failure to open it is reported, not fatal. */
+  private async listenAlternate(form: AlternateForm, port: number): Promise<void> {
+    try {
+      if (form === 'udp53') {
+        const socket = createUdpSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
+        await new Promise<void>((resolve, reject) => {
+          socket.once('error', reject);
+          socket.bind({ address: this.host, port, exclusive: true }, () => {
+            socket.off('error', reject);
+            resolve();
+          });
+        }).catch((err: unknown) => {
+          closeQuietly(socket);
+          throw err;
+        });
+        setBufferSizes(socket);
+        socket.on('error', (err) => this.log('warn', 'udp socket error', { error: String(err) }));
+        socket.on('message', (buf, rinfo) => this.onUdpMessage(buf, rinfo, socket));
+        this.extraSockets.push(socket);
+        this.alternatePorts[form] = socket.address().port;
+        return;
+      }
+      const tlsCfg = this.opts.tls;
+      if (form === 'tls443' && !tlsCfg) throw new Error('TURN over TLS is off (--relay-tls)');
+      const server =
+        form === 'tls443'
+          ? tls.createServer({ cert: tlsCfg!.cert, key: tlsCfg!.key }, (socket) => this.onStreamConnection(socket, 'tls'))
+          : net.createServer((socket) => this.onStreamConnection(socket, 'tcp'));
+      server.on('error', (err) => this.log('warn', 'alternative listener error', { form, error: String(err) }));
+      this.alternatePorts[form] = await listenServer(server, this.host, port);
+      this.extraServers.push(server);
+    } catch (err) {
+      const error = (err as Error).message ?? String(err);
+      this.alternateFailures.push({ form, port, error });
+    }
   }
 
   private async listenTcp(): Promise<void> {
@@ -344,6 +399,8 @@ class OutpostTurnServer implements TurnServer {
     if (this.udp) waits.push(closeDgram(this.udp));
     if (this.tcp) waits.push(closeServer(this.tcp));
     if (this.tlsServer) waits.push(closeServer(this.tlsServer));
+    for (const socket of this.extraSockets) waits.push(closeDgram(socket));
+    for (const server of this.extraServers) waits.push(closeServer(server));
     await Promise.all(waits);
   }
 
@@ -427,7 +484,7 @@ class OutpostTurnServer implements TurnServer {
   // -------------------------------------------------------------------------
   // Ingress
 
-  private onUdpMessage(buf: Buffer, rinfo: dgram.RemoteInfo): void {
+  private onUdpMessage(buf: Buffer, rinfo: dgram.RemoteInfo, socket: dgram.Socket | null): void {
     try {
       const top = buf.length > 0 ? buf[0] & 0xc0 : 0xc0;
       if (top === 0x40) {
@@ -437,7 +494,7 @@ class OutpostTurnServer implements TurnServer {
       }
       if (top !== 0) return;
       const alloc = this.udpAllocations.get(rinfo.port)?.get(rinfo.address);
-      const link = alloc?.link ?? udpLink(rinfo);
+      const link = alloc?.link ?? udpLink(rinfo, socket);
       this.handleStun(link, buf);
     } catch (err) {
       this.log('error', 'udp message handling failed', { error: String(err) });
@@ -633,7 +690,7 @@ class OutpostTurnServer implements TurnServer {
     if (this.closed) return;
     const stream = link.stream;
     if (stream === null) {
-      this.udp?.send(buf, link.port, link.address);
+      (link.socket ?? this.udp)?.send(buf, link.port, link.address);
       return;
     }
     if (stream.destroyed || !stream.writable) return;
@@ -1223,8 +1280,8 @@ class OutpostTurnServer implements TurnServer {
 // ---------------------------------------------------------------------------
 // Helpers
 
-function udpLink(rinfo: dgram.RemoteInfo): ClientLink {
-  return { kind: 'udp', address: rinfo.address, port: rinfo.port, stream: null, allocation: null };
+function udpLink(rinfo: dgram.RemoteInfo, socket: dgram.Socket | null): ClientLink {
+  return { kind: 'udp', address: rinfo.address, port: rinfo.port, stream: null, socket, allocation: null };
 }
 
 function installPermission(alloc: Allocation, address: string, expiresAt: number): void {

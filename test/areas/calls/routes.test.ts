@@ -429,7 +429,7 @@ describe('credentials: generate', () => {
     }
   });
 
-  it('lists only the ports really open: stun + turn/udp + turn/tcp on the relay port, each answering STUN', async () => {
+  it('lists the platform forms on ports really open: the 53 and 80 forms fall back to the relay port, each answering STUN', async () => {
     const relay = relayListener(t, 'TURN/STUN relay', 'udp');
     const tcp = relayListener(t, 'TURN/STUN relay', 'tcp');
     const res = await credentials(t, k.uid, 'generate', { ttl: 60 }, as(k.key));
@@ -438,8 +438,10 @@ describe('credentials: generate', () => {
       `stun:${relay.host}:${relay.port}`,
       `turn:${relay.host}:${relay.port}?transport=udp`,
       `turn:${tcp.host}:${tcp.port}?transport=tcp`,
+      `turn:${relay.host}:${relay.port}?transport=udp`,
+      `turn:${tcp.host}:${tcp.port}?transport=tcp`,
     ]);
-    // No TLS listener, and the privileged alternatives (53, 80, 443) are not open: not listed.
+    // No TLS listener: no turns forms; with --turn-port 0 the alternatives are not opened.
     expect(t.server.listeners.some((l) => l.name === 'TURN over TLS')).toBe(false);
     expect(urls.some((u) => u.startsWith('turns:'))).toBe(false);
     expect(urls.some((u) => /:(53|80|443)(\?|$)/.test(u))).toBe(false);
@@ -457,6 +459,8 @@ describe('credentials: generate', () => {
     expect(servers).toHaveLength(2);
     expect(servers[0]).toEqual({ urls: [`stun:${relay.host}:${relay.port}`] });
     expect(servers[1].urls).toEqual([
+      `turn:${relay.host}:${relay.port}?transport=udp`,
+      `turn:${tcp.host}:${tcp.port}?transport=tcp`,
       `turn:${relay.host}:${relay.port}?transport=udp`,
       `turn:${tcp.host}:${tcp.port}?transport=tcp`,
     ]);
@@ -580,6 +584,9 @@ describe('credentials with TURN over TLS (relayTls: self-signed)', () => {
       `stun:${relay.host}:${relay.port}`,
       `turn:${relay.host}:${relay.port}?transport=udp`,
       `turn:${tcp.host}:${tcp.port}?transport=tcp`,
+      `turn:${relay.host}:${relay.port}?transport=udp`,
+      `turn:${tcp.host}:${tcp.port}?transport=tcp`,
+      `turns:${tlsl.host}:${tlsl.port}?transport=tcp`,
       `turns:${tlsl.host}:${tlsl.port}?transport=tcp`,
     ]);
     await assertUrlsReachable(urls);
