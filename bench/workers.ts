@@ -152,6 +152,10 @@ function runWrk(
       const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
       const socketErrors = sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
       if (!rps) return reject(new Error(`could not parse wrk's output: ${out}`));
+      if (non2xx + socketErrors > 0)
+        process.stderr.write(
+          `${host}: ${non2xx} non-2xx/3xx answers; ${sock?.[0] ?? 'no socket errors'}\n`,
+        );
       resolve({
         rps: Number(rps[1]),
         p50: pct('50'),

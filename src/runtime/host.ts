@@ -644,7 +644,12 @@ class MiniflareScriptHost implements ScriptHost {
     let res: IncomingMessage | ScriptFailure;
     try {
       res = await Promise.race([
-        this.send(url, req.method, headers, req.body, pending),
+        this.send(url, req.method, headers, req.body, pending).catch((err: unknown) => {
+          // A kept-alive connection the runtime closed just as it was reused: nothing reached
+          // the script, so a bodiless request is sent once more on a fresh connection.
+          if (!pending.request?.reusedSocket || req.body || inv.failure) throw err;
+          return this.send(url, req.method, headers, undefined, pending);
+        }),
         inv.failed,
       ]);
     } catch (err) {
