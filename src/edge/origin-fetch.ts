@@ -9,6 +9,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type { DirectOrigin } from '../runtime/index.ts';
 import type { EdgeRequest } from './types.ts';
 import { EDGE_ERRORS, errorPage, type EdgeErrorCode } from './error-pages.ts';
 
@@ -44,17 +45,8 @@ export function platformHeaders(er: EdgeRequest): Record<string, string> {
  */
 export function directOrigin(
   er: EdgeRequest,
-  once?: { code: number; message: string },
-):
-  | {
-      address: string;
-      host: string;
-      hostHeader?: string;
-      clientIp: string;
-      headers: Record<string, string>;
-      once?: { code: number; message: string };
-    }
-  | undefined {
+  once?: DirectOrigin['once'],
+): DirectOrigin | undefined {
   const { origin } = er;
   const family = net.isIP(origin.host);
   if (origin.protocol !== 'http:' || family === 0) return undefined;
