@@ -7,15 +7,13 @@
  *
  *   npm run bench -- workers [--seconds 5] [--rounds 3] [--connections 32]
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants as fsConstants, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { int, ms, ratio, table } from './lib/format.ts';
-import { closedLoop, makeTarget } from './lib/load.ts';
+import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
 import {
   installCleanupHandlers,
   Interrupted,
@@ -66,18 +64,6 @@ function parseOptions(argv: string[]): Options | 'help' {
   return o;
 }
 
-function which(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
-    try {
-      accessSync(join(dir, name), fsConstants.X_OK);
-      return join(dir, name);
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
 const ORIGIN_SOURCE = `import http from 'node:http';
 const body = Buffer.from('hello from the workers bench origin\\n');
 const server = http.createServer({ keepAliveTimeout: 300000 }, (req, res) => {
@@ -104,112 +90,6 @@ const SCRIPT = `export default {
 interface Side {
   label: string;
   host: string;
-}
-
-interface Measured {
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0
-    ? NaN
-    : s.length % 2
-      ? s[(s.length - 1) / 2]
-      : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000 };
-
-function runWrk(
-  wrk: string,
-  url: string,
-  host: string,
-  seconds: number,
-  connections: number,
-): Promise<Measured> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      wrk,
-      ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-H', `Host: ${host}`, url],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => {
-      if (code !== 0) return reject(new Error(`wrk exited with ${code}: ${out}`));
-      const rps = /^Requests\/sec:\s+([\d.]+)/m.exec(out);
-      const pct = (p: string) => {
-        const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(out);
-        return m ? Number(m[1]) * UNIT_MS[m[2]] : NaN;
-      };
-      const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-      const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-      const socketErrors = sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
-      if (!rps) return reject(new Error(`could not parse wrk's output: ${out}`));
-      if (non2xx + socketErrors > 0)
-        process.stderr.write(
-          `${host}: ${non2xx} non-2xx/3xx answers; ${sock?.[0] ?? 'no socket errors'}\n`,
-        );
-      resolve({
-        rps: Number(rps[1]),
-        p50: pct('50'),
-        p99: pct('99'),
-        errors: non2xx + socketErrors,
-      });
-    });
-  });
-}
-
-async function runNode(
-  url: string,
-  host: string,
-  seconds: number,
-  connections: number,
-): Promise<Measured> {
-  const target = makeTarget(host, url, { host }, connections);
-  const r = await closedLoop({
-    target,
-    concurrency: connections,
-    durationMs: seconds * 1000,
-    next: () => ({ method: 'GET', path: '/' }),
-  });
-  target.agent.destroy();
-  return {
-    rps: r.rate,
-    p50: r.latency.percentile(0.5),
-    p99: r.latency.percentile(0.99),
-    errors: r.errors,
-  };
-}
-
-function get(
-  edge: URL,
-  host: string,
-): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(
-      {
-        host: edge.hostname,
-        port: edge.port,
-        path: '/',
-        headers: { host },
-        agent: false,
-        timeout: 10_000,
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-  });
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -303,31 +183,28 @@ export async function main(argv: string[]): Promise<number> {
       `/zones/${zone.id}/workers/routes`,
       JSON.stringify({ pattern: `${PLAIN_HOST}/*` }),
     );
-    const check = await get(edge, SCRIPT_HOST);
+    const check = await getOnce(edge, SCRIPT_HOST);
     if (
       check.status !== 200 ||
       check.headers['x-origin-saw'] !== 'bench' ||
       check.headers['x-worker-ran'] !== '1'
     )
       throw new Error(`the script did not run: ${check.status} ${JSON.stringify(check.headers)}`);
-    const plainCheck = await get(edge, PLAIN_HOST);
+    const plainCheck = await getOnce(edge, PLAIN_HOST);
     if (plainCheck.status !== 200 || plainCheck.headers['x-worker-ran'] !== undefined)
       throw new Error('the route without a script ran the script');
 
-    const wrk = which('wrk');
     const sides: Side[] = [
       { label: 'route without a script', host: PLAIN_HOST },
       { label: 'route → script → fetch(origin)', host: SCRIPT_HOST },
     ];
     const measure = (s: Side, seconds: number) =>
-      wrk
-        ? runWrk(wrk, edge.href, s.host, seconds, o.connections)
-        : runNode(edge.href, s.host, seconds, o.connections);
+      loadHost(edge.href, s.host, seconds, o.connections);
     log(
       `node ${process.version}; ${availableParallelism()} CPUs shared by the load generator, Outpost, workerd and the origin`,
     );
     log(
-      `load: ${wrk ? `wrk -t1 -c${o.connections}` : `Node keep-alive loop, ${o.connections} connections (wrk not found)`}, ${o.seconds} s × ${o.rounds} round(s) per side, ${o.warmup} s warm-up`,
+      `load: ${loadDescription(o.connections)}, ${o.seconds} s × ${o.rounds} round(s) per side, ${o.warmup} s warm-up`,
     );
     if (o.warmup > 0) for (const s of sides) await measure(s, o.warmup);
     const results = new Map<string, Measured[]>(sides.map((s) => [s.label, []]));
