@@ -254,6 +254,7 @@ describe('authentication', () => {
     // Plain requests to the connector upgrade endpoints get 426: they only take upgrades, which
     // authenticate with the tunnel token or API token during the upgrade.
     const upgradeOnly = /^\/_outpost\/tunnel\/(connect|access)$/;
+    const appHost = /^\/v1\/apps\//;
     const bad: string[] = [];
     let checked = 0;
     for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
@@ -267,7 +268,13 @@ describe('authentication', () => {
             body: method === 'get' ? undefined : '{"broken',
           });
           checked++;
-          const want = upgradeOnly.test(path) ? 426 : 401;
+          // The media host authenticates with an app's secret: with a bearer of any kind, an app
+          // that does not exist is its documented 404 not_found.
+          const want = upgradeOnly.test(path)
+            ? 426
+            : appHost.test(path) && headers.authorization
+              ? 404
+              : 401;
           if (res.status !== want) bad.push(`${method.toUpperCase()} ${path} (${headers.authorization || 'none'}): ${res.status} ${res.text.slice(0, 120)}`);
         }
       }

@@ -28,10 +28,13 @@ export type AppCheck = { ok: true; app: SfuApp } | { ok: false; reason: 'not_fou
 
 /** Checks `Authorization: Bearer <secret>` against the app named in the path. */
 export async function checkAppSecret(db: Executor, appId: string, authorization: string | undefined): Promise<AppCheck> {
+  // No credentials at all is refused before anything about the path is revealed; a bearer for an
+  // app that does not exist is the platform's not_found (there is no secret to compare it with).
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  if (!m) return { ok: false, reason: 'unauthorized' };
   const doc = /^[0-9a-f]{32}$/.test(appId) ? await sfuApps.findById(db, appId) : undefined;
   if (!doc) return { ok: false, reason: 'not_found' };
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-  const given = Buffer.from(m?.[1] ?? '');
+  const given = Buffer.from(m[1]);
   const want = Buffer.from(doc.body.secret);
   if (given.length !== want.length || !timingSafeEqual(given, want)) return { ok: false, reason: 'unauthorized' };
   return { ok: true, app: doc.body };
