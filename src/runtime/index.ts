@@ -44,12 +44,14 @@
  * - **Memory**: the same watchdog disposes an instance whose resident set grows past its
  *   baseline by more than `limits.memoryMb` (at least `--runtime-memory-floor`, default 512 MB),
  *   answering `memory`.
- * - **Outbound**: every `fetch()` a script makes reaches `LoadOptions.outbound` (default: a plain
- *   `fetch` with redirects not followed by Node; the runtime follows them and each hop counts), with
- *   the invocation's `context` (what the caller passed to `host.fetch`). Subrequests are counted per
- *   invocation; `limits.subrequests` exceeded → the script's `fetch` throws and the invocation
- *   answers the `subrequests` failure. An `outbound` or binding may throw `ScriptLimitError` to end
- *   the invocation with its own failure (snippets: 1201, 1202).
+ * - **Outbound**: every `fetch()` a script makes is counted inside the invocation; beyond
+ *   `limits.subrequests` the script's `fetch` throws and the invocation answers the `subrequests`
+ *   failure. A bodiless call to the host of `FetchContext.origin` goes from workerd straight to that
+ *   origin address (the hot path, docs/runtime.md); every other call reaches `LoadOptions.outbound`
+ *   (default: a plain `fetch` with redirects not followed by Node; the runtime follows them and each
+ *   hop counts) with the invocation's `context`. An `outbound` or binding may throw
+ *   `ScriptLimitError` to end the invocation with its own failure (snippets: 1201).
+ * - **serve** is `fetch` for a request on a Node HTTP server: sockets are piped both ways.
  * - **Node bindings** (`{type: 'service', fetch}`) are reached from the script as
  *   `env[NAME].fetch(...)` and receive `info` with the invocation's context too (undefined for a
  *   call made outside a request, e.g. at the top level).
