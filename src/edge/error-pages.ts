@@ -56,7 +56,8 @@ export const EDGE_ERRORS = {
 
 export type EdgeErrorCode = keyof typeof EDGE_ERRORS;
 
-function escapeHtml(s: string): string {
+/** Text made safe to place in HTML (error pages of the edge and of scripts). */
+export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 

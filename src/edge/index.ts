@@ -26,7 +26,7 @@ export type {
   Route,
   OriginTarget,
 } from './types.ts';
-export { errorPage, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
+export { errorPage, escapeHtml, sendErrorPage, EDGE_ERRORS } from './error-pages.ts';
 export {
   OriginFetcher,
   directOrigin,

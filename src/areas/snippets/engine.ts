@@ -8,7 +8,12 @@
  */
 import { Readable } from 'node:stream';
 import type { Logger } from '../../core/log.ts';
-import { directOrigin, type EdgeRequest, type OriginFetcher } from '../../edge/index.ts';
+import {
+  directOrigin,
+  escapeHtml,
+  type EdgeRequest,
+  type OriginFetcher,
+} from '../../edge/index.ts';
 import {
   FAILURE_HEADER,
   networkFetch,
@@ -317,10 +322,6 @@ function failureResponse(f: ScriptFailure): Response {
 
 function errorPage(code: SnippetErrorCode, er: EdgeRequest, detail: string): Response {
   return page(code, detail, { 'cf-ray': `${er.rayId}-OUT` });
-}
-
-function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 function page(code: SnippetErrorCode, detail: string, headers: Record<string, string>): Response {

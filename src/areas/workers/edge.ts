@@ -17,6 +17,7 @@
 import type { Logger } from '../../core/log.ts';
 import {
   directOrigin,
+  escapeHtml,
   type EdgeRequest,
   type HostRoute,
   type OriginFetcher,
@@ -200,10 +201,6 @@ function cfOf(er: EdgeRequest): Record<string, unknown> {
     httpProtocol: `HTTP/${er.req.httpVersion}`,
     clientAcceptEncoding: er.req.headers['accept-encoding'] ?? '',
   };
-}
-
-function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 function notFound(er: EdgeRequest, detail: string): Response {
