@@ -35,6 +35,16 @@ export interface CallResult {
   text: string;
 }
 
+/**
+ * For tests whose subject does not touch storage (media, browsers, load): true on the PostgreSQL
+ * pass, after printing why the file runs on the SQLite pass only. Use with `describe.skipIf`.
+ */
+export function sqlitePassOnly(reason: string): boolean {
+  if (!process.env.OUTPOST_TEST_DATABASE?.startsWith('postgres')) return false;
+  console.log(`runs on the SQLite pass only: ${reason}`);
+  return true;
+}
+
 export function testDatabase(): { url?: string; schema?: string } {
   const url = process.env.OUTPOST_TEST_DATABASE;
   if (url && url.startsWith('postgres')) return { url, schema: `t_${randomBytes(6).toString('hex')}` };

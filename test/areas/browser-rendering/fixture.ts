@@ -5,6 +5,7 @@
 import http from 'node:http';
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { sqlitePassOnly } from '../../support/server.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -22,11 +23,7 @@ export function requireChromium(): void {
  * on PostgreSQL runs they print why and skip.
  */
 export function oneBackendOnly(): boolean {
-  if (process.env.OUTPOST_TEST_DATABASE?.startsWith('postgres')) {
-    console.log('browser rendering tests run on the SQLite pass only: they use storage for nothing but authentication');
-    return true;
-  }
-  return false;
+  return sqlitePassOnly('browser rendering uses storage for nothing but authentication');
 }
 
 export interface Seen {
