@@ -8,7 +8,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { Miniflare, type WorkerOptions } from 'miniflare';
+import type { Miniflare, WorkerOptions } from 'miniflare';
 import type { Logger } from '../core/log.ts';
 import {
   ScriptError,
@@ -322,6 +322,8 @@ class MiniflareScriptHost implements ScriptHost {
     let startupErr = '';
     // Miniflare installs SIGINT/SIGTERM handlers that exit at once; Outpost stops gracefully and
     // closes its runtime instances itself, so those handlers are taken off again below.
+    // Loaded on first use: it is the heaviest module Outpost has, and most processes never run a script.
+    const { Miniflare } = await import('miniflare');
     const mf = new Miniflare({
       host: '127.0.0.1',
       port: 0,

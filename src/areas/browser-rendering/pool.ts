@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import puppeteer, { type Browser, type BrowserContext, type Page } from 'puppeteer-core';
+import type { Browser, BrowserContext, Page } from 'puppeteer-core';
 import type { Logger } from '../../core/log.ts';
 
 /** Flags known to work for headless Chromium on a server without a display or sandbox. */
@@ -42,6 +42,8 @@ export async function launchChromium(executable: string, proxy: string, timeoutM
   const dir = mkdtempSync(join(tmpdir(), 'outpost-chromium-'));
   let browser: Browser;
   try {
+    // Loaded on first use so that processes which never render do not pay for it.
+    const { default: puppeteer } = await import('puppeteer-core');
     browser = await puppeteer.launch({
       executablePath: executable,
       headless: true,

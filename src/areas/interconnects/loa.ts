@@ -3,7 +3,6 @@
  * facility operator to order the cross-connect to the assigned port. One A4 page written with
  * pdfkit's built-in Helvetica, so no font files are needed.
  */
-import PDFDocument from 'pdfkit';
 import type { Slot } from './facilities.ts';
 import type { StoredInterconnect } from './schemas.ts';
 
@@ -36,7 +35,9 @@ export function loaReference(ic: StoredInterconnect, issuedAt: Date): string {
   return `LOA-${ic.id.slice(0, 8).toUpperCase()}-${day(issuedAt).replaceAll('-', '')}`;
 }
 
-export function renderLoa(input: LoaInput): Promise<Buffer> {
+export async function renderLoa(input: LoaInput): Promise<Buffer> {
+  // Loaded on first use, like every heavy module that only one route needs.
+  const { default: PDFDocument } = await import('pdfkit');
   const { customer, interconnect: ic, slot, issuedAt } = input;
   const validUntil = new Date(issuedAt.getTime() + LOA_VALID_DAYS * 86_400_000);
   const reference = loaReference(ic, issuedAt);
