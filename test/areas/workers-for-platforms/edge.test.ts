@@ -13,7 +13,7 @@ import { echoHandler, startOrigin, type Origin } from '../../support/origins.ts'
 import { deployScript, edgeGet, edgeUrlOf } from '../workers/helpers.ts';
 import { createNamespace, HELLO, putCustomer, uploadAssets } from './helpers.ts';
 
-const ORIGIN = '127.0.72.1';
+const ORIGIN = '127.0.131.13';
 let t: TestServer;
 let edge: URL;
 let origin: Origin;
