@@ -25,7 +25,10 @@ afterAll(async () => {
 
 describe('namespaces and scripts through the official client', () => {
   it('creates, lists, gets and deletes namespaces; uploads, reads and deletes scripts', async () => {
-    const ns = await cf.workersForPlatforms.dispatch.namespaces.create({ account_id, name: 'sdk-ns' });
+    const ns = await cf.workersForPlatforms.dispatch.namespaces.create({
+      account_id,
+      name: 'sdk-ns',
+    });
     expect(ns.namespace_name).toBe('sdk-ns');
     expect(ns.namespace_id).toMatch(/^[0-9a-f]{32}$/);
     expect(ns.script_count).toBe(0);
@@ -62,10 +65,13 @@ describe('namespaces and scripts through the official client', () => {
     });
     expect(await content.text()).toContain('hello from alpha');
 
-    const settings = await cf.workersForPlatforms.dispatch.namespaces.scripts.settings.get('alpha', {
-      account_id,
-      dispatch_namespace: 'sdk-ns',
-    });
+    const settings = await cf.workersForPlatforms.dispatch.namespaces.scripts.settings.get(
+      'alpha',
+      {
+        account_id,
+        dispatch_namespace: 'sdk-ns',
+      },
+    );
     expect(settings.compatibility_date).toBe('2025-01-01');
     expect(settings.bindings).toEqual([{ type: 'plain_text', name: 'GREETING', text: 'hi' }]);
 
@@ -78,11 +84,14 @@ describe('namespaces and scripts through the official client', () => {
     expect(bindings).toHaveLength(1);
 
     const tagList = [];
-    for await (const tag of cf.workersForPlatforms.dispatch.namespaces.scripts.tags.update('alpha', {
-      account_id,
-      dispatch_namespace: 'sdk-ns',
-      body: ['plan-pro', 'eu'],
-    }))
+    for await (const tag of cf.workersForPlatforms.dispatch.namespaces.scripts.tags.update(
+      'alpha',
+      {
+        account_id,
+        dispatch_namespace: 'sdk-ns',
+        body: ['plan-pro', 'eu'],
+      },
+    ))
       tagList.push(tag);
     expect(tagList).toEqual(['plan-pro', 'eu']);
     await cf.workersForPlatforms.dispatch.namespaces.scripts.tags.delete('eu', {
@@ -111,7 +120,10 @@ describe('namespaces and scripts through the official client', () => {
       dispatch_namespace: 'sdk-ns',
     });
     await expect(
-      cf.workersForPlatforms.dispatch.namespaces.scripts.get('alpha', { account_id, dispatch_namespace: 'sdk-ns' }),
+      cf.workersForPlatforms.dispatch.namespaces.scripts.get('alpha', {
+        account_id,
+        dispatch_namespace: 'sdk-ns',
+      }),
     ).rejects.toMatchObject({ status: 404 });
     await cf.workersForPlatforms.dispatch.namespaces.delete('sdk-ns', { account_id });
     await expect(
@@ -135,7 +147,12 @@ describe('scripts over raw HTTP', () => {
     const base = `/accounts/${t.accountId}/workers/dispatch/namespaces/raw-ns/scripts`;
     const p1 = await t.call('GET', `${base}?per_page=2&page=1`);
     expect(p1.body.result.map((s: any) => s.id)).toEqual(['c0', 'c1']);
-    expect(p1.body.result_info).toMatchObject({ page: 1, per_page: 2, total_count: 5, total_pages: 3 });
+    expect(p1.body.result_info).toMatchObject({
+      page: 1,
+      per_page: 2,
+      total_count: 5,
+      total_pages: 3,
+    });
     const p3 = await t.call('GET', `${base}?per_page=2&page=3`);
     expect(p3.body.result.map((s: any) => s.id)).toEqual(['c4']);
     expect((await t.call('GET', `${base}?per_page=101`)).status).toBe(400);
@@ -151,7 +168,12 @@ describe('scripts over raw HTTP', () => {
   });
 
   it('refuses a script that does not parse, naming the line, and one without a handler', async () => {
-    const broken = await putCustomer(t, 'raw-ns', 'broken', 'export default {\n  fetch() {\n    return (;\n  },\n};');
+    const broken = await putCustomer(
+      t,
+      'raw-ns',
+      'broken',
+      'export default {\n  fetch() {\n    return (;\n  },\n};',
+    );
     expect(broken.status).toBe(400);
     expect(broken.body.errors[0].message).toMatch(/SyntaxError/);
     expect(broken.body.errors[0].message).toMatch(/index\.js:3/);
@@ -159,15 +181,22 @@ describe('scripts over raw HTTP', () => {
     const idle = await putCustomer(t, 'raw-ns', 'idle', 'export const x = 1;');
     expect(idle.status).toBe(400);
     expect(idle.body.errors[0].message).toMatch(/No event handlers were registered/);
-    const list = await t.call('GET', `/accounts/${t.accountId}/workers/dispatch/namespaces/raw-ns/scripts`);
+    const list = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/raw-ns/scripts`,
+    );
     expect(list.body.result.map((s: any) => s.id)).not.toContain('broken');
   });
 
   it('refuses names that break the pattern, unknown namespaces and bad tags', async () => {
-    const nsBad = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, { name: 'Bad Name!' });
+    const nsBad = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, {
+      name: 'Bad Name!',
+    });
     expect(nsBad.status).toBe(400);
     expect(nsBad.body.errors[0].message).toMatch(/Namespace name/);
-    const dup = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, { name: 'raw-ns' });
+    const dup = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, {
+      name: 'raw-ns',
+    });
     expect(dup.status).toBe(409);
     const scriptBad = await putCustomer(t, 'raw-ns', 'UPPER', HELLO('x'));
     expect(scriptBad.status).toBe(400);
@@ -197,7 +226,9 @@ describe('static asset upload protocol', () => {
     expect(second.asked).toHaveLength(1);
     const none = await session('site', { '/a.txt': { hash: first.asked[0], size: 1 } });
     expect(none.body.result.buckets).toEqual([]);
-    const deployed = await putCustomer(t, 'assets-ns', 'site', HELLO('site'), { assets: { jwt: none.body.result.jwt } });
+    const deployed = await putCustomer(t, 'assets-ns', 'site', HELLO('site'), {
+      assets: { jwt: none.body.result.jwt },
+    });
     expect(deployed.status, JSON.stringify(deployed.body)).toBe(200);
     expect(deployed.body.result.has_assets).toBe(true);
   });
@@ -206,7 +237,9 @@ describe('static asset upload protocol', () => {
     const short = await session('site', { '/a.txt': { hash: 'abc123', size: 1 } });
     expect(short.status).toBe(400);
     expect(short.body.errors[0].message).toMatch(/32 lowercase hex/);
-    expect((await session('site', { 'a.txt': { hash: 'a'.repeat(32), size: 1 } })).status).toBe(400);
+    expect((await session('site', { 'a.txt': { hash: 'a'.repeat(32), size: 1 } })).status).toBe(
+      400,
+    );
     expect((await session('site', {})).status).toBe(400);
 
     const s = await session('other', { '/x.txt': { hash: 'f'.repeat(32), size: 1 } });
@@ -237,10 +270,14 @@ describe('static asset upload protocol', () => {
     expect(done.status).toBe(201);
     const completion = ((await done.json()) as any).result.jwt;
     // The completion token of `other` does not match the manifest of `site`.
-    const mismatch = await putCustomer(t, 'assets-ns', 'site', HELLO('site'), { assets: { jwt: completion } });
+    const mismatch = await putCustomer(t, 'assets-ns', 'site', HELLO('site'), {
+      assets: { jwt: completion },
+    });
     expect(mismatch.status).toBe(400);
     expect(mismatch.body.errors[0].message).toMatch(/does not match/);
-    const ok = await putCustomer(t, 'assets-ns', 'other', HELLO('other'), { assets: { jwt: completion } });
+    const ok = await putCustomer(t, 'assets-ns', 'other', HELLO('other'), {
+      assets: { jwt: completion },
+    });
     expect(ok.status).toBe(200);
   });
 });

@@ -22,7 +22,10 @@ const DISPATCH_BINDING = {
   type: 'dispatch_namespace',
   name: 'DISPATCHER',
   namespace: 'customers',
-  outbound: { worker: { service: 'platform-outbound' }, params: [{ name: 'customer' }, { name: 'blocked' }] },
+  outbound: {
+    worker: { service: 'platform-outbound' },
+    params: [{ name: 'customer' }, { name: 'blocked' }],
+  },
 };
 
 // Routing by the first hostname label; limits per customer; errors caught by the dispatcher.
@@ -120,13 +123,18 @@ beforeAll(async () => {
     });
     if (res.status !== 200) throw new Error(res.text);
   }
-  const kv = await t.call('POST', `/accounts/${t.accountId}/storage/kv/namespaces`, { title: 'hosts' });
-  const kvId = kv.body.result.id;
-  await fetch(`${t.api}/accounts/${t.accountId}/storage/kv/namespaces/${kvId}/values/shop.wfp.test`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${t.token}` },
-    body: 'alice',
+  const kv = await t.call('POST', `/accounts/${t.accountId}/storage/kv/namespaces`, {
+    title: 'hosts',
   });
+  const kvId = kv.body.result.id;
+  await fetch(
+    `${t.api}/accounts/${t.accountId}/storage/kv/namespaces/${kvId}/values/shop.wfp.test`,
+    {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${t.token}` },
+      body: 'alice',
+    },
+  );
   await createNamespace(t, 'customers');
   await deployScript(t, 'platform-outbound', OUTBOUND);
   await deployScript(t, 'label-dispatcher', LABEL_DISPATCHER, { bindings: [DISPATCH_BINDING] });
@@ -245,10 +253,19 @@ describe('static assets', () => {
       assets: { jwt: bob.jwt, config: { not_found_handling: '404-page' } },
     });
     if (r.status !== 200) throw new Error(JSON.stringify(r.body));
-    const carol = await uploadAssets(t, 'customers', 'carol', { '/index.html': '<h1>carol home</h1>' }, 'carol');
+    const carol = await uploadAssets(
+      t,
+      'customers',
+      'carol',
+      { '/index.html': '<h1>carol home</h1>' },
+      'carol',
+    );
     r = await putCustomer(t, 'customers', 'carol', CAROL, {
       bindings: [{ type: 'assets', name: 'ASSETS' }],
-      assets: { jwt: carol.jwt, config: { run_worker_first: true, not_found_handling: 'single-page-application' } },
+      assets: {
+        jwt: carol.jwt,
+        config: { run_worker_first: true, not_found_handling: 'single-page-application' },
+      },
     });
     if (r.status !== 200) throw new Error(JSON.stringify(r.body));
   }, 60_000);

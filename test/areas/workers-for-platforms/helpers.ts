@@ -19,27 +19,42 @@ export async function putCustomer(
   const form = new FormData();
   form.append(
     'metadata',
-    new Blob([JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01', ...metadata })], {
-      type: 'application/json',
-    }),
+    new Blob(
+      [JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01', ...metadata })],
+      {
+        type: 'application/json',
+      },
+    ),
   );
-  form.append('index.js', new Blob([source], { type: 'application/javascript+module' }), 'index.js');
-  const res = await fetch(`${t.api}/accounts/${t.accountId}/workers/dispatch/namespaces/${ns}/scripts/${name}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${t.token}` },
-    body: form,
-  });
+  form.append(
+    'index.js',
+    new Blob([source], { type: 'application/javascript+module' }),
+    'index.js',
+  );
+  const res = await fetch(
+    `${t.api}/accounts/${t.accountId}/workers/dispatch/namespaces/${ns}/scripts/${name}`,
+    {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${t.token}` },
+      body: form,
+    },
+  );
   return { status: res.status, body: (await res.json()) as any };
 }
 
 export async function createNamespace(t: TestServer, name: string): Promise<void> {
-  const res = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, { name });
+  const res = await t.call('POST', `/accounts/${t.accountId}/workers/dispatch/namespaces`, {
+    name,
+  });
   if (res.status !== 200) throw new Error(res.text);
 }
 
 /** The spec's hash: first 16 bytes of SHA-256 (hex), over `salt + content` to isolate a customer. */
 export function hashOf(content: string, salt = ''): string {
-  return createHash('sha256').update(salt + content).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(salt + content)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** Runs the three-step asset upload; returns the completion token and what was asked for. */
@@ -69,7 +84,11 @@ export async function uploadAssets(
     const form = new FormData();
     for (const h of bucket) {
       asked.push(h);
-      form.append(h, new Blob([Buffer.from(byHash.get(h)!).toString('base64')], { type: 'text/plain' }), h);
+      form.append(
+        h,
+        new Blob([Buffer.from(byHash.get(h)!).toString('base64')], { type: 'text/plain' }),
+        h,
+      );
     }
     const up = await fetch(`${t.api}/accounts/${t.accountId}/workers/assets/upload?base64=true`, {
       method: 'POST',

@@ -90,7 +90,10 @@ describe('wrangler deploy --dispatch-namespace', () => {
     const r = await wrangler(join(work, 'customer'), ['deploy', '--dispatch-namespace', 'tenants']);
     expect(r.code, r.out).toBe(0);
     expect(r.out).toContain('Dispatch Namespace: tenants');
-    const got = await t.call('GET', `/accounts/${t.accountId}/workers/dispatch/namespaces/tenants/scripts/wrangled`);
+    const got = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/tenants/scripts/wrangled`,
+    );
     expect(got.status).toBe(200);
     expect(got.body.result.script.id).toBe('wrangled');
     const res = await fetch(
@@ -100,13 +103,19 @@ describe('wrangler deploy --dispatch-namespace', () => {
     expect(await res.text()).toBe('customer says pro');
     // The static assets went through the upload session and the bucket upload; the customer's
     // script runs only where no asset matches.
-    const asset = await fetch(`${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/app.js`, {
-      headers: { authorization: `Bearer ${t.token}` },
-    });
+    const asset = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/app.js`,
+      {
+        headers: { authorization: `Bearer ${t.token}` },
+      },
+    );
     expect(asset.headers.get('content-type')).toBe('application/javascript');
-    const home = await fetch(`${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/`, {
-      headers: { authorization: `Bearer ${t.token}` },
-    });
+    const home = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/`,
+      {
+        headers: { authorization: `Bearer ${t.token}` },
+      },
+    );
     expect(await home.text()).toBe('<h1>wrangled home</h1>');
     expect(await asset.text()).toBe('console.log(1);');
   });

@@ -234,7 +234,10 @@ export function resolvePath(assets: ScriptAssets, path: string): Resolution {
   // Canonical forms: `/a/index.html` and `/a.html` are reached without the `.html`.
   if (path.endsWith('/index.html') && m[path]) {
     const bare = path.slice(0, -'index.html'.length);
-    return { kind: 'redirect', location: mode === 'drop-trailing-slash' && bare !== '/' ? bare.slice(0, -1) : bare };
+    return {
+      kind: 'redirect',
+      location: mode === 'drop-trailing-slash' && bare !== '/' ? bare.slice(0, -1) : bare,
+    };
   }
   if (path.endsWith('.html') && m[path]) {
     const bare = path.slice(0, -'.html'.length);
@@ -319,7 +322,10 @@ export async function serveAsset(
   if (r.status === 200 && inm && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag))
     return new Response(null, { status: 304, headers });
   const body = await blobs.get(blobKey(namespaceId, r.entry.hash));
-  if (!body) throw new ApiError(503, [{ code: 10013, message: `asset ${r.path} is missing from the store` }]);
+  if (!body)
+    throw new ApiError(503, [
+      { code: 10013, message: `asset ${r.path} is missing from the store` },
+    ]);
   return new Response(req.method === 'HEAD' ? null : new Uint8Array(body), {
     status: r.status,
     headers: { ...headers, 'content-length': String(body.length) },

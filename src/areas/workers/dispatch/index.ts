@@ -35,7 +35,11 @@ import { DispatchRuntime } from './runtime.ts';
 
 export { assetHash } from './assets.ts';
 
-export function mountDispatch(ctx: AreaContext, registry: ScriptRegistry, parser: UploadParser): void {
+export function mountDispatch(
+  ctx: AreaContext,
+  registry: ScriptRegistry,
+  parser: UploadParser,
+): void {
   const blobs = new BlobStore(join(ctx.config.dataDir, 'blobs'));
   const tokens = new Tokens(join(ctx.config.dataDir, 'keys', 'dispatch-assets.key'));
   const runtime = new DispatchRuntime(ctx, registry, blobs);

@@ -240,18 +240,27 @@ export function mountDispatchRoutes(
     const assetBindings = (all ?? []).filter((b) => b && b.type === 'assets');
     if (assetBindings.length > 1) throw bad('metadata.bindings: at most one assets binding');
     const binding = assetBindings[0]?.name;
-    if (binding !== undefined && (typeof binding !== 'string' || !/^[A-Za-z_$][\w$]*$/.test(binding)))
-      throw bad('metadata.bindings: the assets binding needs a name that is a JavaScript identifier');
+    if (
+      binding !== undefined &&
+      (typeof binding !== 'string' || !/^[A-Za-z_$][\w$]*$/.test(binding))
+    )
+      throw bad(
+        'metadata.bindings: the assets binding needs a name that is a JavaScript identifier',
+      );
     const rest = all?.filter((b) => !(b && b.type === 'assets'));
     const stripped: MultipartForm = {
       ...form,
       metadata: { ...meta, ...(all ? { bindings: rest } : {}) },
     };
     const assets = meta.assets as { jwt?: unknown; config?: unknown } | undefined;
-    if (assets !== undefined && (typeof assets !== 'object' || assets === null || Array.isArray(assets)))
+    if (
+      assets !== undefined &&
+      (typeof assets !== 'object' || assets === null || Array.isArray(assets))
+    )
       throw bad('metadata.assets must be an object {jwt, config}');
     const keep = meta.keep_assets;
-    if (keep !== undefined && typeof keep !== 'boolean') throw bad('metadata.keep_assets must be a boolean');
+    if (keep !== undefined && typeof keep !== 'boolean')
+      throw bad('metadata.keep_assets must be a boolean');
     return { stripped, binding, assets, keep: keep === true };
   }
 
@@ -272,7 +281,9 @@ export function mountDispatchRoutes(
       if (claims.acct !== accountId || !session)
         throw apiError('assets_token_invalid', 'the asset token belongs to another account');
       if (claims.kind !== 'complete')
-        throw bad('metadata.assets.jwt is an upload session token, not a completion token: upload every bucket first');
+        throw bad(
+          'metadata.assets.jwt is an upload session token, not a completion token: upload every bucket first',
+        );
       if (session.body.namespace_id !== ns.namespace_id || session.body.script_name !== name)
         throw bad(
           `metadata.assets.jwt was issued for script ${session.body.script_name} in another upload session; it does not match this script's manifest`,
@@ -286,7 +297,10 @@ export function mountDispatchRoutes(
       out = { ...prev.assets, config: config ?? prev.assets.config };
     }
     if (spec.binding !== undefined) {
-      if (!out) throw bad('metadata.bindings: an assets binding needs assets (metadata.assets.jwt or keep_assets)');
+      if (!out)
+        throw bad(
+          'metadata.bindings: an assets binding needs assets (metadata.assets.jwt or keep_assets)',
+        );
       out.binding = spec.binding;
     } else if (out) delete out.binding;
     return out;
@@ -316,18 +330,31 @@ export function mountDispatchRoutes(
           tags: prev.body.tags,
           keep_assets: true,
           ...(prev.body.assets?.binding
-            ? { bindings: [...prev.body.bindings, { type: 'assets', name: prev.body.assets.binding }] }
+            ? {
+                bindings: [
+                  ...prev.body.bindings,
+                  { type: 'assets', name: prev.body.assets.binding },
+                ],
+              }
             : {}),
         },
       };
     }
     const spec = assetsOf(form);
-    const { script, content } = await parser.parseUpload(accountId, name, spec.stripped, prev?.body);
+    const { script, content } = await parser.parseUpload(
+      accountId,
+      name,
+      spec.stripped,
+      prev?.body,
+    );
     if (script.tags.length) script.tags = checkTags(script.tags);
     const assets = await resolveAssets(accountId, ns, name, spec, prev?.body);
     const stored: DispatchScript = { ...script, ...(assets ? { assets } : {}) };
     if (assets)
-      stored.etag = createHash('sha256').update(script.etag).update(JSON.stringify(assets)).digest('hex');
+      stored.etag = createHash('sha256')
+        .update(script.etag)
+        .update(JSON.stringify(assets))
+        .digest('hex');
     await runtimeCall(() => runtime.deploy(accountId, ns, stored, content));
     await db.transaction().execute(async (tx) => {
       const now = clock.now();
@@ -381,10 +408,14 @@ export function mountDispatchRoutes(
     const no: string[] = [];
     for (const part of text.split(',')) {
       const m = /^([^,:\s]{1,64}):(yes|no)$/.exec(part.trim());
-      if (!m) throw bad(`tags: expected <tag>:yes or <tag>:no (comma-separated), got ${JSON.stringify(part)}`);
+      if (!m)
+        throw bad(
+          `tags: expected <tag>:yes or <tag>:no (comma-separated), got ${JSON.stringify(part)}`,
+        );
       (m[2] === 'yes' ? yes : no).push(m[1]);
     }
-    return (s: DispatchScript) => yes.every((t) => s.tags.includes(t)) && !no.some((t) => s.tags.includes(t));
+    return (s: DispatchScript) =>
+      yes.every((t) => s.tags.includes(t)) && !no.some((t) => s.tags.includes(t));
   }
 
   router.add(
@@ -428,7 +459,11 @@ export function mountDispatchRoutes(
         .map((d) => d.body)
         .filter(match);
       for (const s of victims) await removeScript(accountId, ns, s.id);
-      return { deleted: victims.map((s) => ({ id: s.id })), deleted_count: victims.length, has_more: false };
+      return {
+        deleted: victims.map((s) => ({ id: s.id })),
+        deleted_count: victims.length,
+        has_more: false,
+      };
     },
   );
 
@@ -443,7 +478,11 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) => {
-      const { doc } = await requireScript(req.params.account_id, req.params.namespace, req.params.script_name);
+      const { doc } = await requireScript(
+        req.params.account_id,
+        req.params.namespace,
+        req.params.script_name,
+      );
       return {
         created_on: doc.body.created_on,
         modified_on: doc.body.modified_on,
@@ -516,8 +555,8 @@ export function mountDispatchRoutes(
     },
     async (req) =>
       bindingsView(
-        (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)).doc
-          .body,
+        (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name))
+          .doc.body,
       ),
   );
 
@@ -532,8 +571,9 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) => {
-      const s = (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name))
-        .doc.body;
+      const s = (
+        await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)
+      ).doc.body;
       return {
         bindings: bindingsView(s),
         compatibility_date: s.compatibility_date ?? undefined,
@@ -551,7 +591,12 @@ export function mountDispatchRoutes(
 
   // ------------------------------------------------------------------ tags
 
-  async function setTags(accountId: string, nsName: string, name: string, next: (t: string[]) => string[]) {
+  async function setTags(
+    accountId: string,
+    nsName: string,
+    name: string,
+    next: (t: string[]) => string[],
+  ) {
     const { doc } = await requireScript(accountId, nsName, name);
     const tagList = checkTags(next(doc.body.tags));
     await dispatchScripts.update(db, doc, { ...doc.body, tags: tagList }, clock.now());
@@ -654,11 +699,23 @@ export function mountDispatchRoutes(
         db,
         accountId,
         sid,
-        { account_id: accountId, namespace_id: ns.namespace_id, script_name: name, manifest, missing, expires_at: exp },
+        {
+          account_id: accountId,
+          namespace_id: ns.namespace_id,
+          script_name: name,
+          manifest,
+          missing,
+          expires_at: exp,
+        },
         now,
       );
       // Nothing to upload: the session token is already the completion token.
-      const jwt = tokens.sign({ kind: missing.length ? 'upload' : 'complete', sid, acct: accountId, exp });
+      const jwt = tokens.sign({
+        kind: missing.length ? 'upload' : 'complete',
+        sid,
+        acct: accountId,
+        exp,
+      });
       return { jwt, buckets: buckets(missing) };
     },
   );
@@ -673,12 +730,19 @@ export function mountDispatchRoutes(
       authenticate: async (c, p) => {
         const header = c.req.header('authorization') ?? '';
         const m = /^Bearer\s+(\S+)$/i.exec(header);
-        if (!m) throw apiError('assets_token_invalid', 'send the upload session token as Authorization: Bearer <jwt>');
+        if (!m)
+          throw apiError(
+            'assets_token_invalid',
+            'send the upload session token as Authorization: Bearer <jwt>',
+          );
         const claims = tokens.verify(m[1], Math.floor(clock.now().getTime() / 1000));
         if (claims.acct !== p.account_id)
           throw apiError('assets_token_invalid', 'the upload token belongs to another account');
         if (claims.kind !== 'upload')
-          throw apiError('assets_token_invalid', 'this is a completion token; uploads need the session token');
+          throw apiError(
+            'assets_token_invalid',
+            'this is a completion token; uploads need the session token',
+          );
         return claims;
       },
       query: z.object({ base64: qString().optional() }),
@@ -699,10 +763,12 @@ export function mountDispatchRoutes(
       if (parts.length === 0) throw bad('no files: send multipart fields named by content hash');
       const decoded: [string, Buffer][] = [];
       for (const [hash, data] of parts) {
-        if (!HASH.test(hash)) throw bad(`field ${JSON.stringify(hash)}: expected a 32-hex content hash`);
+        if (!HASH.test(hash))
+          throw bad(`field ${JSON.stringify(hash)}: expected a 32-hex content hash`);
         if (!wanted.has(hash)) throw bad(`hash ${hash} is not in this upload session's manifest`);
         const bytes = base64 ? Buffer.from(data.toString('utf8'), 'base64') : data;
-        if (bytes.length > MAX_ASSET_BYTES) throw bad(`hash ${hash}: larger than ${MAX_ASSET_BYTES} bytes`);
+        if (bytes.length > MAX_ASSET_BYTES)
+          throw bad(`hash ${hash}: larger than ${MAX_ASSET_BYTES} bytes`);
         decoded.push([hash, bytes]);
       }
       for (const [hash, bytes] of decoded)
@@ -721,7 +787,14 @@ export function mountDispatchRoutes(
       return raw(
         Response.json(
           {
-            result: { jwt: tokens.sign({ kind: 'complete', sid: claims.sid, acct: claims.acct, exp: claims.exp }) },
+            result: {
+              jwt: tokens.sign({
+                kind: 'complete',
+                sid: claims.sid,
+                acct: claims.acct,
+                exp: claims.exp,
+              }),
+            },
             success: true,
             errors: [],
             messages: [],

@@ -78,7 +78,10 @@ const FAILURE_MESSAGES: Partial<Record<ScriptFailure['kind'], string>> = {
 };
 
 function failed(message: string): Response {
-  return new Response(null, { status: 500, headers: { [ERROR_HEADER]: encodeURIComponent(message) } });
+  return new Response(null, {
+    status: 500,
+    headers: { [ERROR_HEADER]: encodeURIComponent(message) },
+  });
 }
 
 /** Main module of a customer script: `assets` bindings, and a refusal of scripts with no handler. */
@@ -165,7 +168,10 @@ export function checkDispatchBinding(b: StoredBinding): string | undefined {
       return 'outbound.worker.service: the name of the outbound script is required';
     if (
       o.params !== undefined &&
-      !(Array.isArray(o.params) && o.params.every((p) => p && typeof (p as { name?: unknown }).name === 'string'))
+      !(
+        Array.isArray(o.params) &&
+        o.params.every((p) => p && typeof (p as { name?: unknown }).name === 'string')
+      )
     )
       return 'outbound.params: expected [{name}]';
   }
@@ -217,7 +223,11 @@ export class DispatchRuntime {
     return {
       ...base,
       modules: [
-        { name: DISPATCH_MODULE, type: 'esm', content: customerMain(script.main_module, script.assets?.binding) },
+        {
+          name: DISPATCH_MODULE,
+          type: 'esm',
+          content: customerMain(script.main_module, script.assets?.binding),
+        },
         ...base.modules,
       ],
       mainModule: DISPATCH_MODULE,
@@ -246,7 +256,9 @@ export class DispatchRuntime {
       this.live.delete(tenant);
       if (err instanceof ScriptError) {
         const at =
-          err.location && !err.location.startsWith(DISPATCH_MODULE) && !err.location.startsWith(WRAPPER_MODULE)
+          err.location &&
+          !err.location.startsWith(DISPATCH_MODULE) &&
+          !err.location.startsWith(WRAPPER_MODULE)
             ? ` at ${err.location}`
             : '';
         throw apiError('worker_invalid', `Uncaught ${err.message}${at}`);
@@ -295,7 +307,11 @@ export class DispatchRuntime {
   }
 
   /** One call of a dispatcher's fetcher. */
-  private async dispatch(accountId: string, binding: StoredBinding, req: Request): Promise<Response> {
+  private async dispatch(
+    accountId: string,
+    binding: StoredBinding,
+    req: Request,
+  ): Promise<Response> {
     const head = req.headers.get(CALL_HEADER);
     if (!head) return failed('dispatch call without its options');
     let spec: CallSpec;
@@ -311,7 +327,9 @@ export class DispatchRuntime {
     ] as const) {
       if (v === undefined || v === null) continue;
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
-        return failed(`limits.${k === 'cpuMs' ? 'cpuMs' : 'subRequests'} must be a non-negative number`);
+        return failed(
+          `limits.${k === 'cpuMs' ? 'cpuMs' : 'subRequests'} must be a non-negative number`,
+        );
       limits[k] = Math.floor(v);
     }
     const headers = new Headers(req.headers);
@@ -329,12 +347,17 @@ export class DispatchRuntime {
     const assets = live.script.assets;
     const path = new URL(request.url).pathname;
     if (assets && !workerFirst(assets.config, path)) {
-      const served = await serveAsset(this.blobs, live.namespace.namespace_id, assets, request, false);
+      const served = await serveAsset(
+        this.blobs,
+        live.namespace.namespace_id,
+        assets,
+        request,
+        false,
+      );
       if (served) return served;
     }
     const outbound = binding.outbound as
-      | { worker: { service: string }; params?: { name: string }[] }
-      | undefined;
+      { worker: { service: string }; params?: { name: string }[] } | undefined;
     let params: Record<string, unknown> | undefined;
     if (outbound) {
       const given = spec.outbound ?? {};
@@ -369,12 +392,19 @@ export class DispatchRuntime {
     const doc = await scripts.get(this.ctx.database.db, c.accountId, c.outboundService);
     if (!doc) throw new Error(`the outbound script ${c.outboundService} does not exist`);
     if (this.outboundEtags.get(tenant) !== doc.body.etag || !host.has(tenant, MAIN)) {
-      const content = await scriptContents.get(this.ctx.database.db, c.accountId, c.outboundService);
+      const content = await scriptContents.get(
+        this.ctx.database.db,
+        c.accountId,
+        c.outboundService,
+      );
       if (!content) throw new Error(`the outbound script ${c.outboundService} does not exist`);
       const base = this.registry.loadOptions(c.accountId, doc.body, content.body);
       await host.load(tenant, MAIN, {
         ...base,
-        modules: [{ name: DISPATCH_MODULE, type: 'esm', content: outboundMain(this.registry.secret) }, ...base.modules],
+        modules: [
+          { name: DISPATCH_MODULE, type: 'esm', content: outboundMain(this.registry.secret) },
+          ...base.modules,
+        ],
         mainModule: DISPATCH_MODULE,
         limits: { cpuMs: 30_000, wallMs: this.ctx.config.runtimeWallTimeoutMs },
       });
@@ -385,7 +415,8 @@ export class DispatchRuntime {
       PARAMS_HEADER,
       `${this.registry.secret}:${encodeURIComponent(JSON.stringify(c.params ?? {}))}`,
     );
-    const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : await req.arrayBuffer();
+    const body =
+      req.method === 'GET' || req.method === 'HEAD' ? undefined : await req.arrayBuffer();
     return host.fetch(
       tenant,
       MAIN,
