@@ -225,6 +225,7 @@ export function mountDispatchRoutes(
         await dispatchContents.deleteScope(tx, scope);
         await namespaces.delete(tx, accountId, namespace);
       });
+      runtime.forgetNamespace(accountId, namespace);
       for (const n of names) await runtime.unload(ns.namespace_id, n).catch(() => {});
       await blobs.deletePrefix(`dispatch-assets/${ns.namespace_id}`).catch(() => {});
       return { id: ns.namespace_id };

@@ -182,6 +182,7 @@ export class DispatchRuntime {
   private readonly live = new Map<string, Live>();
   private readonly loading = new Map<string, Promise<void>>();
   private readonly outboundEtags = new Map<string, string>();
+  private readonly namespaces = new Map<string, NamespaceRecord>();
 
   constructor(
     private readonly ctx: AreaContext,
@@ -268,6 +269,11 @@ export class DispatchRuntime {
     this.live.set(tenant, { etag: script.etag, script, namespace: ns });
   }
 
+  /** Drops what this server remembers of a deleted namespace. */
+  forgetNamespace(accountId: string, name: string): void {
+    this.namespaces.delete(`${accountId}/${name}`);
+  }
+
   async unload(namespaceId: string, name: string): Promise<void> {
     const tenant = tenantOf(namespaceId, name);
     this.live.delete(tenant);
@@ -277,9 +283,15 @@ export class DispatchRuntime {
 
   /** The live record of a customer script, loading it when this server has not yet. */
   private async ensure(accountId: string, nsName: string, name: string): Promise<Live | undefined> {
-    const nsDoc = await namespaces.get(this.ctx.database.db, accountId, nsName);
-    if (!nsDoc) return undefined;
-    const ns = nsDoc.body;
+    // The namespace record is cached: the hot path reads no storage once a script is live.
+    const nsKey = `${accountId}/${nsName}`;
+    let ns = this.namespaces.get(nsKey);
+    if (!ns) {
+      const nsDoc = await namespaces.get(this.ctx.database.db, accountId, nsName);
+      if (!nsDoc) return undefined;
+      ns = nsDoc.body;
+      this.namespaces.set(nsKey, ns);
+    }
     const tenant = tenantOf(ns.namespace_id, name);
     const host = this.registry.requireHost();
     const cached = this.live.get(tenant);
