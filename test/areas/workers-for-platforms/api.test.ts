@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { Cloudflare, sdk } from '../../support/sdk.ts';
+import { deployScript } from '../workers/helpers.ts';
 import { createNamespace, HELLO, putCustomer, uploadAssets } from './helpers.ts';
 
 let t: TestServer;
@@ -208,6 +209,65 @@ describe('scripts over raw HTTP', () => {
   });
 });
 
+describe('secrets of a customer script', () => {
+  it('sets, lists and deletes a secret through the official client; the script sees it', async () => {
+    await createNamespace(t, 'secret-ns');
+    const up = await putCustomer(
+      t,
+      'secret-ns',
+      'secretive',
+      `export default { fetch(request, env) { return new Response(String(env.API_KEY)); } };`,
+    );
+    expect(up.status).toBe(200);
+    await deployScript(
+      t,
+      'secret-front',
+      `export default { fetch(request, env) { return env.NS.get('secretive').fetch(request); } };`,
+      { bindings: [{ type: 'dispatch_namespace', name: 'NS', namespace: 'secret-ns' }] },
+    );
+    const invoke = async () =>
+      (
+        await fetch(
+          `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/secret-front/invoke/`,
+          {
+            headers: { authorization: `Bearer ${t.token}` },
+          },
+        )
+      ).text();
+    expect(await invoke()).toBe('undefined');
+    const scope = { account_id, dispatch_namespace: 'secret-ns' };
+    const set = await cf.workersForPlatforms.dispatch.namespaces.scripts.secrets.update(
+      'secretive',
+      {
+        ...scope,
+        name: 'API_KEY',
+        text: 's3cr3t',
+        type: 'secret_text',
+      },
+    );
+    expect(set).toMatchObject({ name: 'API_KEY', type: 'secret_text' });
+    expect(await invoke()).toBe('s3cr3t');
+    const names = [];
+    for await (const s of cf.workersForPlatforms.dispatch.namespaces.scripts.secrets.list(
+      'secretive',
+      scope,
+    ))
+      names.push(s);
+    expect(names).toEqual([{ name: 'API_KEY', type: 'secret_text' }]);
+    await cf.workersForPlatforms.dispatch.namespaces.scripts.secrets.delete('API_KEY', {
+      ...scope,
+      script_name: 'secretive',
+    });
+    expect(await invoke()).toBe('undefined');
+    await expect(
+      cf.workersForPlatforms.dispatch.namespaces.scripts.secrets.get('API_KEY', {
+        ...scope,
+        script_name: 'secretive',
+      }),
+    ).rejects.toMatchObject({ status: 404 });
+  });
+});
+
 describe('static asset upload protocol', () => {
   beforeAll(async () => {
     await createNamespace(t, 'assets-ns');
@@ -262,6 +322,22 @@ describe('static asset upload protocol', () => {
     expect((await up(expired)).status).toBe(401);
     expect((await up(jwt, 'e'.repeat(32))).status).toBe(401);
     expect((await up('')).status).toBe(401);
+    // Content whose size is not the manifest's is refused.
+    const wrongSize = new FormData();
+    wrongSize.append(
+      'f'.repeat(32),
+      new Blob([Buffer.from('XY').toString('base64')]),
+      'f'.repeat(32),
+    );
+    const sized = await fetch(
+      `${t.api}/accounts/${t.accountId}/workers/assets/upload?base64=true`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${jwt}` },
+        body: wrongSize,
+      },
+    );
+    expect(sized.status).toBe(400);
 
     // A session token before its buckets are uploaded is not a completion token.
     const early = await putCustomer(t, 'assets-ns', 'other', HELLO('other'), { assets: { jwt } });

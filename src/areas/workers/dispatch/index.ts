@@ -5,7 +5,7 @@
  * - Namespaces `/accounts/{a}/workers/dispatch/namespaces` (`GET`/`POST`, `GET`/`DELETE /{name}`)
  *   and customer scripts in them (`…/{ns}/scripts`: `PUT /{name}` in both multipart forms the
  *   account scripts take, list with `page`/`per_page` ≤ 100 and a `tags=<tag>:yes` filter, get,
- *   `content`, `settings`, `bindings`, delete, delete by tag, tags). Uploads are loaded into the
+ *   `content`, `settings`, `bindings`, `secrets`, delete, delete by tag, tags). Uploads are loaded into the
  *   runtime before they are stored: a script that does not parse, throws at the top level or has
  *   no handler is refused with 400 and the runtime's message and location.
  * - Static assets: `…/scripts/{s}/assets-upload-session {manifest}` → `{jwt, buckets}` (only
@@ -19,8 +19,8 @@
  * LIMITATIONS: a customer script is a workerd process (about 50 MB; `--runtime-max-instances`
  * caps how many run, idle ones stop and start again in ~0.3 s on their next request); the CPU
  * limit is enforced by the host's watchdog, so it acts after `cpuMs` plus the runtime's CPU slack;
- * assets-only scripts (no main module), service-worker scripts, secrets routes and
- * `PATCH …/settings` are not offered; a server keeps which version of a customer script it has
+ * assets-only scripts (no main module), service-worker scripts and `PATCH …/settings` are not
+ * offered; a server keeps which version of a customer script it has
  * loaded in memory, so with several nodes a re-upload reaches the other nodes' running copy only
  * when that copy is restarted.
  */

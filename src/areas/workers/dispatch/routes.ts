@@ -590,6 +590,137 @@ export function mountDispatchRoutes(
     },
   );
 
+  // ------------------------------------------------------------------ secrets
+
+  /** Replaces a script's bindings and reloads it (secrets change without a new upload). */
+  async function rebind(
+    accountId: string,
+    nsName: string,
+    name: string,
+    next: (b: StoredBinding[]) => StoredBinding[],
+  ) {
+    const { ns, doc } = await requireScript(accountId, nsName, name);
+    const scope = scopeOf(accountId, ns.namespace_id);
+    const content = await dispatchContents.get(db, scope, name);
+    if (!content) throw apiError('dispatch_script_not_found', nsName, name);
+    const bindings = next(doc.body.bindings);
+    const body: DispatchScript = {
+      ...doc.body,
+      bindings,
+      etag: createHash('sha256')
+        .update(doc.body.etag)
+        .update(JSON.stringify(bindings))
+        .digest('hex'),
+      modified_on: clock.now().toISOString(),
+    };
+    await runtimeCall(() => runtime.deploy(accountId, ns, body, content.body));
+    await dispatchScripts.update(db, doc, body, clock.now());
+    return body;
+  }
+
+  const SecretBody = z.object({
+    name: z.string().regex(/^[A-Za-z_$][A-Za-z0-9_$]*$/, 'must be a JavaScript identifier'),
+    text: z.string().max(5120),
+    type: z.literal('secret_text').default('secret_text'),
+  });
+  const secretView = (b: StoredBinding) => ({ name: b.name, type: 'secret_text' });
+
+  router.add(
+    {
+      method: 'PUT',
+      path: `${BASE}/:namespace/scripts/:script_name/secrets`,
+      operationId: 'namespace-worker-put-script-secrets',
+      summary: 'Add or replace a secret of a customer script',
+      auth: edit,
+      body: SecretBody,
+      params,
+      tags,
+    },
+    async (req) => {
+      const { account_id: accountId, namespace, script_name: name } = req.params;
+      const { name: secret, text } = req.body;
+      if (secret.startsWith('__OUTPOST')) throw bad('names starting with __OUTPOST are reserved');
+      await rebind(accountId, namespace, name, (bs) => {
+        const clash = bs.find((b) => b.name === secret && b.type !== 'secret_text');
+        if (clash) throw bad(`${secret} is already bound as ${clash.type}`);
+        return [
+          ...bs.filter((b) => b.name !== secret),
+          { type: 'secret_text', name: secret, text },
+        ];
+      });
+      return { name: secret, type: 'secret_text' };
+    },
+  );
+
+  router.add(
+    {
+      method: 'GET',
+      path: `${BASE}/:namespace/scripts/:script_name/secrets`,
+      operationId: 'namespace-worker-list-script-secrets',
+      summary: 'The secrets of a customer script (names only)',
+      auth: read,
+      params,
+      tags,
+    },
+    async (req) =>
+      (
+        await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)
+      ).doc.body.bindings
+        .filter((b) => b.type === 'secret_text')
+        .map(secretView),
+  );
+
+  router.add(
+    {
+      method: 'GET',
+      path: `${BASE}/:namespace/scripts/:script_name/secrets/:secret_name`,
+      operationId: 'namespace-worker-get-script-secret',
+      summary: 'One secret of a customer script (name only)',
+      auth: read,
+      params: { ...params, secret_name: 'any' },
+      tags,
+    },
+    async (req) => {
+      const { doc } = await requireScript(
+        req.params.account_id,
+        req.params.namespace,
+        req.params.script_name,
+      );
+      const b = doc.body.bindings.find(
+        (x) => x.type === 'secret_text' && x.name === req.params.secret_name,
+      );
+      if (!b) throw apiError('worker_secret_not_found', req.params.secret_name);
+      return secretView(b);
+    },
+  );
+
+  router.add(
+    {
+      method: 'DELETE',
+      path: `${BASE}/:namespace/scripts/:script_name/secrets/:secret_name`,
+      operationId: 'namespace-worker-delete-script-secret',
+      summary: 'Delete a secret of a customer script',
+      auth: edit,
+      params: { ...params, secret_name: 'any' },
+      query: z.object({ url_encoded: qString().optional() }),
+      tags,
+    },
+    async (req) => {
+      const {
+        account_id: accountId,
+        namespace,
+        script_name: name,
+        secret_name: secret,
+      } = req.params;
+      await rebind(accountId, namespace, name, (bs) => {
+        if (!bs.some((b) => b.type === 'secret_text' && b.name === secret))
+          throw apiError('worker_secret_not_found', secret);
+        return bs.filter((b) => !(b.type === 'secret_text' && b.name === secret));
+      });
+      return null;
+    },
+  );
+
   // ------------------------------------------------------------------ tags
 
   async function setTags(
@@ -695,6 +826,10 @@ export function mountDispatchRoutes(
         if ((await blobs.size(blobKey(ns.namespace_id, h))) === undefined) missing.push(h);
       const now = clock.now();
       const exp = Math.floor(now.getTime() / 1000) + SESSION_TTL_S;
+      // Expired sessions of this account go when a new one starts.
+      for (const d of await uploadSessions.all(db, accountId))
+        if (d.body.expires_at < exp - SESSION_TTL_S)
+          await uploadSessions.delete(db, accountId, d.id);
       const sid = hexId();
       await uploadSessions.insert(
         db,
@@ -768,6 +903,10 @@ export function mountDispatchRoutes(
           throw bad(`field ${JSON.stringify(hash)}: expected a 32-hex content hash`);
         if (!wanted.has(hash)) throw bad(`hash ${hash} is not in this upload session's manifest`);
         const bytes = base64 ? Buffer.from(data.toString('utf8'), 'base64') : data;
+        if (bytes.length !== wanted.get(hash))
+          throw bad(
+            `hash ${hash}: ${bytes.length} bytes arrived; the manifest says ${wanted.get(hash)}`,
+          );
         if (bytes.length > MAX_ASSET_BYTES)
           throw bad(`hash ${hash}: larger than ${MAX_ASSET_BYTES} bytes`);
         decoded.push([hash, bytes]);
