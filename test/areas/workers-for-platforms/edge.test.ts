@@ -113,7 +113,7 @@ beforeAll(async () => {
   edge = edgeUrlOf(t);
   origin = await startOrigin(ORIGIN, echoHandler);
   const zone = await createZone(t, 'wfp.test');
-  for (const name of ['alice', 'bob', 'carol', 'loop', 'chatty', 'ghost', 'www', 'shop']) {
+  for (const name of ['alice', 'bob', 'carol', 'loop', 'chatty', 'ghost', 'oops', 'www', 'shop']) {
     const res = await t.call('POST', `/zones/${zone.id}/dns_records`, {
       type: 'A',
       name,
@@ -159,6 +159,7 @@ beforeAll(async () => {
     ['alice', ALICE],
     ['loop', LOOP],
     ['chatty', CHATTY],
+    ['oops', `export default { fetch() { throw new Error('customer bug'); } };`],
   ]) {
     const r = await putCustomer(t, 'customers', name, src);
     if (r.status !== 200) throw new Error(JSON.stringify(r.body));
@@ -186,6 +187,13 @@ describe('routing styles', () => {
   it('routes by a key-value lookup of the hostname', async () => {
     const res = await edgeGet(edge, 'shop.wfp.test', '/kv');
     expect(res.body).toBe('hello from alice /kv');
+  });
+
+  it("a customer's uncaught exception reaches the dispatcher as a 1101 response", async () => {
+    const res = await edgeGet(edge, 'oops.wfp.test', '/');
+    expect(res.status).toBe(500);
+    expect(res.body.trim()).toBe('error code: 1101');
+    expect(res.headers['x-outpost-script-failure']).toBe('exception');
   });
 
   it('a missing script throws "Worker not found" in the dispatcher', async () => {
