@@ -1,5 +1,6 @@
 /** Shared helpers of the dispatch namespace tests: customer script uploads and asset uploads. */
 import { createHash } from 'node:crypto';
+import http from 'node:http';
 import type { TestServer } from '../../support/server.ts';
 
 export const HELLO = (who: string) => `export default {
@@ -100,4 +101,29 @@ export async function uploadAssets(
     if (body.result.jwt) jwt = body.result.jwt;
   }
   return { jwt, asked };
+}
+
+/**
+ * One GET to the edge with a long timeout: a runaway customer is stopped after its CPU time, and
+ * on a loaded machine that much CPU can take many seconds of wall time to be spent.
+ */
+export function slowEdgeGet(
+  edge: URL,
+  host: string,
+  path: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: edge.hostname, port: edge.port, path, headers: { host }, timeout: 120_000 },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('edge request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
 }
