@@ -344,16 +344,24 @@ export class DispatchRuntime {
         );
       limits[k] = Math.floor(v);
     }
-    const headers = new Headers(req.headers);
-    headers.delete(CALL_HEADER);
-    const request = new Request(URL.canParse(spec.url) ? spec.url : req.url, {
-      method: req.method,
-      headers,
-      body: req.method === 'GET' || req.method === 'HEAD' ? undefined : req.body,
-      // @ts-expect-error Node's fetch needs this for a streamed body
-      duplex: 'half',
-      redirect: 'manual',
-    });
+    // The binding's request already carries the dispatcher's URL in the common case; it is only
+    // rebuilt when the runtime could not keep it (a Fetch API object less per call otherwise).
+    let request: Request;
+    if (!URL.canParse(spec.url) || spec.url === req.url) {
+      req.headers.delete(CALL_HEADER);
+      request = req;
+    } else {
+      const headers = new Headers(req.headers);
+      headers.delete(CALL_HEADER);
+      request = new Request(spec.url, {
+        method: req.method,
+        headers,
+        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : req.body,
+        // @ts-expect-error Node's fetch needs this for a streamed body
+        duplex: 'half',
+        redirect: 'manual',
+      });
+    }
     const live = await this.ensure(accountId, String(binding.namespace), spec.script);
     if (!live) return failed('Worker not found.');
     const assets = live.script.assets;
