@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AreaContext } from '../../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../../core/accounts.ts';
-import { apiError, ApiError } from '../../../core/errors.ts';
+import { apiError } from '../../../core/errors.ts';
 import { hexId } from '../../../core/ids.ts';
 import type { MultipartForm } from '../../../core/multipart.ts';
 import { pageOf, pageQuery } from '../../../core/pagination.ts';
@@ -945,5 +945,3 @@ export function mountDispatchRoutes(
     },
   );
 }
-
-export { ApiError };
