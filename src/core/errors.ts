@@ -298,6 +298,11 @@ export const CODES = {
   image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
   image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
   image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
+  // --- dispatch namespaces (scripts hosted for platforms) ----------------------------------------
+  dispatch_namespace_not_found: { code: 100119, status: 404, message: 'Dispatch namespace not found: {0}' },
+  dispatch_namespace_exists: { code: 100118, status: 409, message: 'A dispatch namespace with this name already exists: {0}' },
+  dispatch_script_not_found: { code: 10007, status: 404, message: 'This Worker does not exist in dispatch namespace {0}: {1}' },
+  assets_token_invalid: { code: 10000, status: 401, message: 'Authentication error: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -109,6 +109,8 @@ interface Invocation {
   instance: Instance;
   subrequests: number;
   cpuMs: number;
+  /** `fetch()` calls allowed (the call's limit, else the script's). */
+  subrequestLimit?: number;
   failure?: ScriptFailure;
   failed: Promise<ScriptFailure>;
   fail(f: Omit<ScriptFailure, 'tenant' | 'scriptId'>): void;
@@ -633,7 +635,7 @@ class MiniflareScriptHost implements ScriptHost {
         tenant,
         scriptId,
       });
-    const inv = this.begin(inst, tenant, scriptId, scriptOpts, ctx.context);
+    const inv = this.begin(inst, tenant, scriptId, scriptOpts, ctx.context, ctx.limits);
     const { headers } = req;
     headers[H.invocation] = inv.id;
     headers[H.url] = req.url;
@@ -743,7 +745,7 @@ class MiniflareScriptHost implements ScriptHost {
    * until then its requests take the Node path.
    */
   private grant(t: Tenant, inst: Instance, opts: LoadOptions, ctx: FetchContext): Grant {
-    const grant: Grant = { limit: opts.limits?.subrequests };
+    const grant: Grant = { limit: ctx.limits?.subrequests ?? opts.limits?.subrequests };
     const o = ctx.origin;
     if (!o) return grant;
     const i = inst.origins.get(o.address);
@@ -788,6 +790,7 @@ class MiniflareScriptHost implements ScriptHost {
     scriptId: string,
     opts: LoadOptions,
     context: unknown,
+    limits?: FetchContext['limits'],
   ): Invocation {
     let settle!: (f: ScriptFailure) => void;
     const inv: Invocation = {
@@ -798,7 +801,8 @@ class MiniflareScriptHost implements ScriptHost {
       opts,
       instance: inst,
       subrequests: 0,
-      cpuMs: opts.limits?.cpuMs ?? this.defaultCpuMs,
+      cpuMs: limits?.cpuMs ?? opts.limits?.cpuMs ?? this.defaultCpuMs,
+      subrequestLimit: limits?.subrequests ?? opts.limits?.subrequests,
       failed: new Promise<ScriptFailure>((r) => (settle = r)),
       fail: (f) => {
         if (inv.failure) return;
@@ -870,7 +874,7 @@ class MiniflareScriptHost implements ScriptHost {
     const count = Number(req.headers[H.count]);
     inv.subrequests =
       Number.isSafeInteger(count) && count > inv.subrequests ? count : inv.subrequests + 1;
-    const limit = opts.limits?.subrequests;
+    const limit = inv.subrequestLimit;
     if (limit !== undefined && inv.subrequests > limit) {
       const message = `Too many subrequests: the limit is ${limit} per request`;
       inv.fail({ kind: 'subrequests', message });

@@ -144,6 +144,11 @@ export interface FetchContext {
   origin?: DirectOrigin;
   /** Builds the answer for a failure of this call (default: the script's `errorResponse`). */
   errorResponse?: (failure: ScriptFailure) => Response;
+  /**
+   * CPU and subrequest limits of this call, in place of the script's (a dispatcher sets them per
+   * call to a customer's script).
+   */
+  limits?: Pick<ScriptLimits, 'cpuMs' | 'subrequests'>;
 }
 
 export interface DirectOrigin {

@@ -37,6 +37,9 @@
  *
  * Permissions: Workers Scripts Read / Write (account); Workers Routes Read / Write (zone).
  *
+ * Dispatch namespaces (`dispatch/`, docs/workers-for-platforms.md): customer scripts, their
+ * static assets, and the `dispatch_namespace` binding.
+ *
  * LIMITATIONS: no service-worker (`body_part`) scripts, tails, assets, Durable Objects or
  * gradual deployments (one version serves at a time); binding types other than `plain_text`,
  * `secret_text`, `json`, `workflow` and `kv_namespace` are refused at upload; handler detection
@@ -52,6 +55,7 @@ import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
 import { mountVersionRoutes } from './version-routes.ts';
 import { Deployer } from './versions.ts';
+import { mountDispatch } from './dispatch/index.ts';
 import { scripts } from './store.ts';
 import { mountTriggerRoutes, ROUTES_PERMISSION } from './trigger-routes.ts';
 import { TRIGGERS_CHANGED, TriggerViews, workerRoutes, type TriggersChange } from './triggers.ts';
@@ -131,7 +135,10 @@ export default defineArea({
       }),
     ];
     const deployer = new Deployer(ctx, registry);
-    mountVersionRoutes(ctx, deployer, mountWorkersRoutes(ctx, registry, deployer));
+    const parser = mountWorkersRoutes(ctx, registry, deployer);
+    mountVersionRoutes(ctx, deployer, parser);
+    // Dispatch namespaces share the upload parser and the registry's load options.
+    mountDispatch(ctx, registry, parser);
     mountTriggerRoutes(ctx, index, views);
     return {
       async start() {

@@ -1,0 +1,446 @@
+/**
+ * Customer scripts in the runtime, and the `dispatch_namespace` binding that reaches them.
+ *
+ * Every customer script is its own runtime tenant (`dispatch:<namespace_id>:<script>`), i.e. its
+ * own workerd process: a customer's runaway code is killed by the host's CPU watchdog without
+ * touching another customer or the dispatcher. The dispatcher's `env.NS.get(name, args, opts)`
+ * returns a fetcher whose calls go to this module's Node binding with the call's options in a
+ * header; the host then runs the customer's script with the call's `limits` (CPU via the watchdog,
+ * subrequests counted in the runtime) and, when the binding names an outbound script, hands every
+ * `fetch()` of the customer to that script with the call's `outbound` values in its env.
+ *
+ * A failure of the customer (not found, over a limit) is answered to the binding with a marker
+ * header; the dispatcher's shim turns it into the exception the platform throws, so the
+ * dispatcher can catch it. An uncaught exception in the customer's code answers the 1101 page.
+ */
+import type { AreaContext } from '../../../core/area.ts';
+import { apiError } from '../../../core/errors.ts';
+import type { BlobStore } from '../../../core/storage/blobs.ts';
+import {
+  networkFetch,
+  ScriptError,
+  defaultFailureResponse,
+  type InvocationInfo,
+  type ScriptFailure,
+} from '../../../runtime/index.ts';
+import type { BindingExtension, ScriptRegistry } from '../registry.ts';
+import type { LoadOptions, HostBinding } from '../host.ts';
+import { scriptContents, scripts, type StoredBinding, type StoredContent } from '../store.ts';
+import { WRAPPER_MODULE } from '../wrapper.ts';
+import { serveAsset, workerFirst } from './assets.ts';
+import {
+  dispatchContents,
+  dispatchScripts,
+  namespaces,
+  scopeOf,
+  type DispatchScript,
+  type NamespaceRecord,
+} from './store.ts';
+
+export const DISPATCH_MODULE = 'outpost-dispatch-main.mjs';
+const CALL_HEADER = 'x-outpost-dispatch';
+const ERROR_HEADER = 'x-outpost-dispatch-error';
+const PARAMS_HEADER = 'x-outpost-outbound-params';
+const ASSETS_BINDING = '__OUTPOST_ASSETS';
+const MAIN = 'main';
+
+/** The dispatcher's options for one call, as the shim sends them. */
+interface CallSpec {
+  script: string;
+  url: string;
+  limits?: { cpuMs?: unknown; subRequests?: unknown };
+  outbound?: Record<string, unknown>;
+}
+
+/** Where the customer's `fetch()` calls go, per call. */
+interface CallContext {
+  accountId: string;
+  outboundService?: string;
+  params?: Record<string, unknown>;
+}
+
+interface Live {
+  etag: string;
+  script: DispatchScript;
+  namespace: NamespaceRecord;
+}
+
+export const tenantOf = (namespaceId: string, name: string): string =>
+  `dispatch:${namespaceId}:${name}`;
+
+/** The platform's messages for a customer that cannot answer. */
+const FAILURE_MESSAGES: Partial<Record<ScriptFailure['kind'], string>> = {
+  cpu: 'Worker exceeded CPU time limit.',
+  subrequests: 'Worker exceeded subrequest limit.',
+  memory: 'Worker exceeded memory limit.',
+  timeout: 'Worker exceeded wall time limit.',
+  unavailable: 'Worker is unavailable.',
+};
+
+function failed(message: string): Response {
+  return new Response(null, {
+    status: 500,
+    headers: { [ERROR_HEADER]: encodeURIComponent(message) },
+  });
+}
+
+/** Main module of a customer script: `assets` bindings, and a refusal of scripts with no handler. */
+function customerMain(userMain: string, assetsBinding: string | undefined): string {
+  const spec = JSON.stringify(`./${userMain.replace(/^\.\//, '')}`);
+  return `import * as __user from ${spec};
+import __inner from ${JSON.stringify(`./${WRAPPER_MODULE}`)};
+const __d = __user.default;
+const __handlers = !__d ? [] : typeof __d === 'function'
+  ? Object.getOwnPropertyNames(__d.prototype).filter((k) => k !== 'constructor' && typeof __d.prototype[k] === 'function')
+  : Object.keys(__d).filter((k) => typeof __d[k] === 'function');
+if (__handlers.length === 0) throw new Error('No event handlers were registered. This script does nothing.');
+const __ASSETS = ${JSON.stringify(assetsBinding ?? null)};
+let __last;
+function __env(env) {
+  if (!__ASSETS) return env;
+  if (__last && __last.raw === env) return __last.out;
+  const out = Object.assign({}, env);
+  out[__ASSETS] = { fetch: (input, init) => env.${ASSETS_BINDING}.fetch(new Request(input, init)) };
+  __last = { raw: env, out };
+  return out;
+}
+export default {
+  fetch(request, env, ctx) { return __inner.fetch(request, __env(env), ctx); },
+};
+`;
+}
+
+/** Main module of an outbound script: the call's `outbound` values join its env. */
+function outboundMain(secret: string): string {
+  return `import __inner from ${JSON.stringify(`./${WRAPPER_MODULE}`)};
+const __S = ${JSON.stringify(secret)};
+export default {
+  fetch(request, env, ctx) {
+    const p = request.headers.get(${JSON.stringify(PARAMS_HEADER)});
+    if (p === null || !p.startsWith(__S + ':')) return __inner.fetch(request, env, ctx);
+    const headers = new Headers(request.headers);
+    headers.delete(${JSON.stringify(PARAMS_HEADER)});
+    const params = JSON.parse(decodeURIComponent(p.slice(__S.length + 1)));
+    return __inner.fetch(new Request(request, { headers }), Object.assign({}, env, params), ctx);
+  },
+};
+`;
+}
+
+/** Script side of a `dispatch_namespace` binding (a `BindingExtension` shim). */
+export function dispatchShim(b: StoredBinding): string {
+  return `((env, out) => {
+  const node = env[${JSON.stringify(nodeBindingName(b.name))}];
+  out[${JSON.stringify(b.name)}] = {
+    get(name, args, options) {
+      if (typeof name !== 'string' || name.length === 0) throw new TypeError('get() needs the name of a script in the namespace');
+      const o = options || {};
+      const limits = o.limits ? { cpuMs: o.limits.cpuMs, subRequests: o.limits.subRequests } : undefined;
+      const outbound = o.outbound;
+      return {
+        async fetch(input, init) {
+          const req = new Request(input, init);
+          const headers = new Headers(req.headers);
+          headers.set(${JSON.stringify(CALL_HEADER)}, encodeURIComponent(JSON.stringify({ script: name, url: req.url, limits, outbound })));
+          const res = await node.fetch(new Request(req, { headers }));
+          const err = res.headers.get(${JSON.stringify(ERROR_HEADER)});
+          if (err !== null) {
+            await res.arrayBuffer().catch(() => {});
+            throw new Error(decodeURIComponent(err));
+          }
+          return res;
+        },
+        connect() { throw new Error('connect() is not supported on dispatched scripts by this server'); },
+      };
+    },
+  };
+})`;
+}
+
+export const nodeBindingName = (name: string): string => `__OUTPOST_DISPATCH_${name}`;
+
+export function checkDispatchBinding(b: StoredBinding): string | undefined {
+  if (typeof b.namespace !== 'string' || b.namespace.length === 0)
+    return 'namespace: the name of a dispatch namespace is required';
+  if (b.outbound !== undefined) {
+    const o = b.outbound as { worker?: { service?: unknown }; params?: unknown } | null;
+    if (!o || typeof o !== 'object' || !o.worker || typeof o.worker.service !== 'string')
+      return 'outbound.worker.service: the name of the outbound script is required';
+    if (
+      o.params !== undefined &&
+      !(
+        Array.isArray(o.params) &&
+        o.params.every((p) => p && typeof (p as { name?: unknown }).name === 'string')
+      )
+    )
+      return 'outbound.params: expected [{name}]';
+  }
+  return undefined;
+}
+
+export class DispatchRuntime {
+  private readonly live = new Map<string, Live>();
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly outboundEtags = new Map<string, string>();
+  private readonly namespaces = new Map<string, NamespaceRecord>();
+
+  constructor(
+    private readonly ctx: AreaContext,
+    private readonly registry: ScriptRegistry,
+    private readonly blobs: BlobStore,
+  ) {}
+
+  /** The `BindingExtension` of `dispatch_namespace` bindings. */
+  extension(): BindingExtension {
+    return {
+      check: checkDispatchBinding,
+      shim: dispatchShim,
+      bindings: (accountId, b) => ({
+        [nodeBindingName(b.name)]: {
+          type: 'service',
+          fetch: (req) => this.dispatch(accountId, b, req),
+        },
+      }),
+    };
+  }
+
+  private loadOptions(
+    accountId: string,
+    ns: NamespaceRecord,
+    script: DispatchScript,
+    content: StoredContent,
+  ): LoadOptions {
+    const base = this.registry.loadOptions(accountId, script, content);
+    const bindings: Record<string, HostBinding> = { ...base.bindings };
+    if (script.assets?.binding) {
+      const assets = script.assets;
+      bindings[ASSETS_BINDING] = {
+        type: 'service',
+        fetch: async (req) =>
+          (await serveAsset(this.blobs, ns.namespace_id, assets, req, true)) ??
+          new Response('Not Found', { status: 404 }),
+      };
+    }
+    return {
+      ...base,
+      modules: [
+        {
+          name: DISPATCH_MODULE,
+          type: 'esm',
+          content: customerMain(script.main_module, script.assets?.binding),
+        },
+        ...base.modules,
+      ],
+      mainModule: DISPATCH_MODULE,
+      bindings,
+      // Defaults of an uncapped call; a dispatcher's `limits` replace them per call.
+      limits: { cpuMs: 30_000, wallMs: this.ctx.config.runtimeWallTimeoutMs },
+      outbound: (req, info) => this.outbound(req, info, base.outbound),
+    };
+  }
+
+  /**
+   * Loads a customer's script into its own tenant; a script that does not start (syntax error,
+   * exception at the top level, no handler) is refused with 400 naming the line.
+   */
+  async deploy(
+    accountId: string,
+    ns: NamespaceRecord,
+    script: DispatchScript,
+    content: StoredContent,
+  ): Promise<void> {
+    const host = this.registry.requireHost();
+    const tenant = tenantOf(ns.namespace_id, script.id);
+    try {
+      await host.load(tenant, MAIN, this.loadOptions(accountId, ns, script, content));
+    } catch (err) {
+      this.live.delete(tenant);
+      if (err instanceof ScriptError) {
+        const at =
+          err.location &&
+          !err.location.startsWith(DISPATCH_MODULE) &&
+          !err.location.startsWith(WRAPPER_MODULE)
+            ? ` at ${err.location}`
+            : '';
+        throw apiError('worker_invalid', `Uncaught ${err.message}${at}`);
+      }
+      throw err;
+    }
+    this.live.set(tenant, { etag: script.etag, script, namespace: ns });
+  }
+
+  /** Drops what this server remembers of a deleted namespace. */
+  forgetNamespace(accountId: string, name: string): void {
+    this.namespaces.delete(`${accountId}/${name}`);
+  }
+
+  async unload(namespaceId: string, name: string): Promise<void> {
+    const tenant = tenantOf(namespaceId, name);
+    this.live.delete(tenant);
+    const host = this.registry.host();
+    if (host?.has(tenant, MAIN)) await host.unload(tenant, MAIN);
+  }
+
+  /** The live record of a customer script, loading it when this server has not yet. */
+  private async ensure(accountId: string, nsName: string, name: string): Promise<Live | undefined> {
+    // The namespace record is cached: the hot path reads no storage once a script is live.
+    const nsKey = `${accountId}/${nsName}`;
+    let ns = this.namespaces.get(nsKey);
+    if (!ns) {
+      const nsDoc = await namespaces.get(this.ctx.database.db, accountId, nsName);
+      if (!nsDoc) return undefined;
+      ns = nsDoc.body;
+      this.namespaces.set(nsKey, ns);
+    }
+    const tenant = tenantOf(ns.namespace_id, name);
+    const host = this.registry.requireHost();
+    const cached = this.live.get(tenant);
+    if (cached && host.has(tenant, MAIN)) return cached;
+    const pending = this.loading.get(tenant);
+    if (pending) {
+      await pending.catch(() => {});
+      return this.live.get(tenant);
+    }
+    const job = (async () => {
+      const scope = scopeOf(accountId, ns.namespace_id);
+      const doc = await dispatchScripts.get(this.ctx.database.db, scope, name);
+      if (!doc) return;
+      const content = await dispatchContents.get(this.ctx.database.db, scope, name);
+      if (!content) return;
+      await this.deploy(accountId, ns, doc.body, content.body);
+    })();
+    this.loading.set(tenant, job);
+    try {
+      await job;
+    } finally {
+      this.loading.delete(tenant);
+    }
+    return this.live.get(tenant);
+  }
+
+  /** One call of a dispatcher's fetcher. */
+  private async dispatch(
+    accountId: string,
+    binding: StoredBinding,
+    req: Request,
+  ): Promise<Response> {
+    const head = req.headers.get(CALL_HEADER);
+    if (!head) return failed('dispatch call without its options');
+    let spec: CallSpec;
+    try {
+      spec = JSON.parse(decodeURIComponent(head)) as CallSpec;
+    } catch {
+      return failed('dispatch call with unreadable options');
+    }
+    const limits: { cpuMs?: number; subrequests?: number } = {};
+    for (const [k, v] of [
+      ['cpuMs', spec.limits?.cpuMs],
+      ['subrequests', spec.limits?.subRequests],
+    ] as const) {
+      if (v === undefined || v === null) continue;
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+        return failed(
+          `limits.${k === 'cpuMs' ? 'cpuMs' : 'subRequests'} must be a non-negative number`,
+        );
+      limits[k] = Math.floor(v);
+    }
+    // The binding's request already carries the dispatcher's URL in the common case; it is only
+    // rebuilt when the runtime could not keep it (a Fetch API object less per call otherwise).
+    let request: Request;
+    if (!URL.canParse(spec.url) || spec.url === req.url) {
+      req.headers.delete(CALL_HEADER);
+      request = req;
+    } else {
+      const headers = new Headers(req.headers);
+      headers.delete(CALL_HEADER);
+      request = new Request(spec.url, {
+        method: req.method,
+        headers,
+        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : req.body,
+        // @ts-expect-error Node's fetch needs this for a streamed body
+        duplex: 'half',
+        redirect: 'manual',
+      });
+    }
+    const live = await this.ensure(accountId, String(binding.namespace), spec.script);
+    if (!live) return failed('Worker not found.');
+    const assets = live.script.assets;
+    const path = new URL(request.url).pathname;
+    if (assets && !workerFirst(assets.config, path)) {
+      const served = await serveAsset(
+        this.blobs,
+        live.namespace.namespace_id,
+        assets,
+        request,
+        false,
+      );
+      if (served) return served;
+    }
+    const outbound = binding.outbound as
+      { worker: { service: string }; params?: { name: string }[] } | undefined;
+    let params: Record<string, unknown> | undefined;
+    if (outbound) {
+      const given = spec.outbound ?? {};
+      params = {};
+      const names = outbound.params?.map((p) => p.name) ?? Object.keys(given);
+      for (const n of names) if (n in given) params[n] = given[n];
+    }
+    const context: CallContext = { accountId, outboundService: outbound?.worker.service, params };
+    return this.registry
+      .requireHost()
+      .fetch(tenantOf(live.namespace.namespace_id, spec.script), MAIN, request, {
+        context,
+        limits,
+        errorResponse: (f) => {
+          const m = FAILURE_MESSAGES[f.kind];
+          if (m) return failed(m);
+          return defaultFailureResponse(f);
+        },
+      });
+  }
+
+  /** Every `fetch()` of a customer script: to the outbound script when the call names one. */
+  private async outbound(
+    req: Request,
+    info: InvocationInfo,
+    fallback: LoadOptions['outbound'],
+  ): Promise<Response> {
+    const c = info.context as CallContext | undefined;
+    if (!c?.outboundService) return fallback ? fallback(req, info) : networkFetch(req);
+    const host = this.registry.requireHost();
+    const tenant = `dispatch-outbound:${c.accountId}:${c.outboundService}`;
+    const doc = await scripts.get(this.ctx.database.db, c.accountId, c.outboundService);
+    if (!doc) throw new Error(`the outbound script ${c.outboundService} does not exist`);
+    if (this.outboundEtags.get(tenant) !== doc.body.etag || !host.has(tenant, MAIN)) {
+      const content = await scriptContents.get(
+        this.ctx.database.db,
+        c.accountId,
+        c.outboundService,
+      );
+      if (!content) throw new Error(`the outbound script ${c.outboundService} does not exist`);
+      const base = this.registry.loadOptions(c.accountId, doc.body, content.body);
+      await host.load(tenant, MAIN, {
+        ...base,
+        modules: [
+          { name: DISPATCH_MODULE, type: 'esm', content: outboundMain(this.registry.secret) },
+          ...base.modules,
+        ],
+        mainModule: DISPATCH_MODULE,
+        limits: { cpuMs: 30_000, wallMs: this.ctx.config.runtimeWallTimeoutMs },
+      });
+      this.outboundEtags.set(tenant, doc.body.etag);
+    }
+    const headers = new Headers(req.headers);
+    headers.set(
+      PARAMS_HEADER,
+      `${this.registry.secret}:${encodeURIComponent(JSON.stringify(c.params ?? {}))}`,
+    );
+    const body =
+      req.method === 'GET' || req.method === 'HEAD' ? undefined : await req.arrayBuffer();
+    return host.fetch(
+      tenant,
+      MAIN,
+      new Request(req.url, { method: req.method, headers, body, redirect: 'manual' }),
+    );
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * `wrangler deploy --dispatch-namespace` (npm `wrangler@4`, a child process) against a live server
+ * with only CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID set: the
+ * customer script lands in the namespace with its vars and static assets, and a dispatcher
+ * reaches both.
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../../support/server.ts';
+import { deployScript } from '../workers/helpers.ts';
+import { createNamespace } from './helpers.ts';
+
+const WRANGLER = resolve('node_modules/wrangler/bin/wrangler.js');
+let t: TestServer;
+let work: string;
+
+function wrangler(cwd: string, args: string[]): Promise<{ code: number; out: string }> {
+  return new Promise((done) => {
+    const child = execFile(
+      process.execPath,
+      [WRANGLER, ...args],
+      {
+        cwd,
+        timeout: 180_000,
+        env: {
+          PATH: process.env.PATH,
+          HOME: join(work, 'home'),
+          CLOUDFLARE_API_BASE_URL: t.api,
+          CLOUDFLARE_API_TOKEN: t.token,
+          CLOUDFLARE_ACCOUNT_ID: t.accountId,
+          WRANGLER_SEND_METRICS: 'false',
+          // Its update check asks a package registry: point it at a closed loopback port.
+          npm_config_registry: 'http://127.0.0.1:9/',
+          CI: 'true',
+          NO_COLOR: '1',
+        },
+      },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        done({ code, out: `${stdout}\n${stderr}` });
+      },
+    );
+    child.stdin!.end();
+  });
+}
+
+beforeAll(async () => {
+  t = await startTestServer();
+  work = mkdtempSync(join(tmpdir(), 'outpost-wfp-wrangler-'));
+  mkdirSync(join(work, 'home'));
+  mkdirSync(join(work, 'customer', 'src'), { recursive: true });
+  writeFileSync(
+    join(work, 'customer', 'src', 'index.js'),
+    `export default { async fetch(request, env) { return new Response('customer says ' + env.PLAN); } };\n`,
+  );
+  writeFileSync(
+    join(work, 'customer', 'wrangler.toml'),
+    `name = "wrangled"
+main = "src/index.js"
+compatibility_date = "2025-01-01"
+[vars]
+PLAN = "pro"
+[assets]
+directory = "./public"
+binding = "ASSETS"
+`,
+  );
+  mkdirSync(join(work, 'customer', 'public'), { recursive: true });
+  writeFileSync(join(work, 'customer', 'public', 'index.html'), '<h1>wrangled home</h1>');
+  writeFileSync(join(work, 'customer', 'public', 'app.js'), 'console.log(1);');
+  await createNamespace(t, 'tenants');
+  await deployScript(
+    t,
+    'front',
+    `export default { fetch(request, env) { return env.NS.get('wrangled').fetch(request); } };`,
+    { bindings: [{ type: 'dispatch_namespace', name: 'NS', namespace: 'tenants' }] },
+  );
+}, 60_000);
+
+afterAll(async () => {
+  await t?.stop();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe('wrangler deploy --dispatch-namespace', () => {
+  it('uploads the script and its assets into the namespace, where a dispatcher reaches them', async () => {
+    const r = await wrangler(join(work, 'customer'), ['deploy', '--dispatch-namespace', 'tenants']);
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('Dispatch Namespace: tenants');
+    const got = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/tenants/scripts/wrangled`,
+    );
+    expect(got.status).toBe(200);
+    expect(got.body.result.script.id).toBe('wrangled');
+    const res = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/hello`,
+      { headers: { authorization: `Bearer ${t.token}` } },
+    );
+    expect(await res.text()).toBe('customer says pro');
+    // The static assets went through the upload session and the bucket upload; the customer's
+    // script runs only where no asset matches.
+    const asset = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/app.js`,
+      {
+        headers: { authorization: `Bearer ${t.token}` },
+      },
+    );
+    expect(asset.headers.get('content-type')).toBe('application/javascript');
+    const home = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front/invoke/`,
+      {
+        headers: { authorization: `Bearer ${t.token}` },
+      },
+    );
+    expect(await home.text()).toBe('<h1>wrangled home</h1>');
+    expect(await asset.text()).toBe('console.log(1);');
+  });
+});
