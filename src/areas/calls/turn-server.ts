@@ -10,6 +10,13 @@
  *
  * Revocation: a periodic sweep asks `secretsFor()` again for every username
  * with live allocations and tears down those no longer backed by a secret.
+ *
+ * UDP clients with an allocation get a socket of their own, connected to them
+ * and sharing the listener's address and port (SO_REUSEADDR), as coturn does:
+ * one listener buffer shared by every client was where datagrams were lost
+ * under load. Limitation: the kernel finds a datagram's socket by scanning the
+ * sockets on that port, so tens of thousands of UDP allocations on one port
+ * cost lookup time per datagram.
  */
 import { createHmac, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 import dgram from 'node:dgram';
