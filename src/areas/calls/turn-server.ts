@@ -199,6 +199,8 @@ interface Allocation {
   channels: Map<number, ChannelBinding>;
   /** peer address -> peer port -> binding, so the peer->client path builds no strings. */
   channelsByPeer: Map<string, Map<number, ChannelBinding>>;
+  /** A UDP client's own socket was asked for (at its first permission: see `openClientSocket`). */
+  ownSocketRequested: boolean;
   closed: boolean;
 }
 
@@ -961,11 +963,11 @@ class OutpostTurnServer implements TurnServer {
       permissions: new Map(),
       channels: new Map(),
       channelsByPeer: new Map(),
+      ownSocketRequested: false,
       closed: false,
     };
     binding.socket.on('message', (data, rinfo) => this.onPeerData(alloc, data, rinfo));
     this.registerAllocation(alloc);
-    if (!link.stream) void this.openClientSocket(alloc);
     this.log('info', 'allocation created', {
       username: auth.username,
       client: `${link.kind}:${link.address}:${link.port}`,
@@ -1034,6 +1036,7 @@ class OutpostTurnServer implements TurnServer {
     for (const peer of peers) if (!this.checkPeer(link, msg, auth, peer)) return;
     const expiresAt = this.now() + PERMISSION_LIFETIME_MS;
     for (const peer of peers) installPermission(alloc, peer.address, expiresAt);
+    this.ensureOwnSocket(alloc);
     this.sendResponse(link, msg.method, msg.transactionId, [], auth);
   }
 
@@ -1062,6 +1065,7 @@ class OutpostTurnServer implements TurnServer {
     if (byPeer && byPeer !== byNumber) removeChannel(alloc, byPeer);
     bindChannel(alloc, channel, peer, now + CHANNEL_LIFETIME_MS);
     installPermission(alloc, peer.address, now + PERMISSION_LIFETIME_MS);
+    this.ensureOwnSocket(alloc);
     this.sendResponse(link, msg.method, msg.transactionId, [], auth);
   }
 
@@ -1206,6 +1210,16 @@ class OutpostTurnServer implements TurnServer {
   private allocationFor(link: ClientLink): Allocation | null {
     if (link.stream) return link.allocation;
     return this.udpAllocations.get(link.port)?.get(link.address) ?? null;
+  }
+
+  /**
+   * Data can flow once there is a permission, so that is when a UDP client gets its own socket:
+   * allocations that never relay (probes, abandoned candidates) do not pay for one.
+   */
+  private ensureOwnSocket(alloc: Allocation): void {
+    if (alloc.ownSocketRequested || alloc.link.stream) return;
+    alloc.ownSocketRequested = true;
+    void this.openClientSocket(alloc);
   }
 
   /**

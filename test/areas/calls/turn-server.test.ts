@@ -957,13 +957,18 @@ describe('UDP clients with sockets of their own', () => {
     await server?.close();
   });
 
-  it('connects a socket to each allocating client and closes it with the allocation', async () => {
+  it('connects a socket to a client at its first permission and closes it with the allocation', async () => {
     const c = await clientFor(server.udpPort, 'own-socket');
     try {
       const own = () =>
         udpRows().filter((r) => r.localPort === server.udpPort && r.remotePort === c.port);
-      expect(own()).toEqual([]);
       expect((await c.allocate()).cls).toBe(StunClass.SuccessResponse);
+      expect(own()).toEqual([]);
+      const tid = newTransactionId();
+      const peer = { family: 4 as const, address: '127.0.0.1', port: 9 };
+      expect((await c.request(StunMethod.CreatePermission, [peerAttr(peer, tid)])).cls).toBe(
+        StunClass.SuccessResponse,
+      );
       expect(await waitUntil(() => own().length === 1, 2000)).toBe(true);
       expect(own()[0].connected).toBe(true);
       // Requests now arrive on that socket and are answered from it.
