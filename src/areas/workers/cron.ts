@@ -49,7 +49,8 @@ export function parseCron(source: string): Cron {
 /** The first firing strictly after `after` (ms), or undefined within the next 5 years. */
 export function nextFiring(c: Cron, after: number): number | undefined {
   try {
-    return parseAt(c.source, after, after + HORIZON_MS).next().getTime();
+    const expression = parseAt(c.source, after, after + HORIZON_MS);
+    return expression.next().getTime();
   } catch {
     // "Out of the time span range": nothing within the horizon.
     return undefined;
