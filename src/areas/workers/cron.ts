@@ -29,6 +29,14 @@ function parseAt(source: string, currentDate: number, endDate?: number) {
   });
 }
 
+const FIELD_NAMES = ['minute', 'hour', 'day of month', 'month', 'day of week'];
+
+function libraryMessage(err: unknown): string {
+  const message = (err as Error).message;
+  const range = /got value (\S+) expected range (\d+-\d+)/.exec(message);
+  return range ? `${range[1]} is outside ${range[2]}` : message;
+}
+
 export function parseCron(source: string): Cron {
   const text = source.trim();
   const fields = text.split(/\s+/);
@@ -38,10 +46,19 @@ export function parseCron(source: string): Cron {
     );
   if (fields.some((f) => /h/i.test(f.replace(/thu/gi, ''))))
     throw new CronError(`cron ${JSON.stringify(source)}: H (a random value) is not supported`);
+  // Each field alone first, so an error names its field; then the whole, for dates that never come.
+  FIELD_NAMES.forEach((what, k) => {
+    const alone = fields.map((f, i) => (i === k ? f : '*')).join(' ');
+    try {
+      parseAt(alone, 0);
+    } catch (err) {
+      throw new CronError(`${what}: ${libraryMessage(err)}`);
+    }
+  });
   try {
     parseAt(text, 0);
   } catch (err) {
-    throw new CronError(`cron ${JSON.stringify(source)}: ${(err as Error).message}`);
+    throw new CronError(`cron ${JSON.stringify(source)}: ${libraryMessage(err)}`);
   }
   return { source: text };
 }
