@@ -18,7 +18,7 @@ const USAGE = `Usage:
       --token <token>          tunnel token (default: $TUNNEL_TOKEN)
       --edge <url>             where Outpost is (default: the token's endpoint)
       --ha-connections <n>     connections to keep (default 4)
-      --config <file>          local configuration (YAML subset or JSON with ingress:)
+      --config <file>          local configuration (YAML or JSON with ingress:)
       --url <origin>           one local catch-all rule, e.g. http://localhost:8000
       --grace-period <dur>     time given to requests in flight on stop (default 30s)
       --retry-base <dur>       first reconnect delay (default 1s), doubled per failure

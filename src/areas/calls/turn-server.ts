@@ -10,6 +10,13 @@
  *
  * Revocation: a periodic sweep asks `secretsFor()` again for every username
  * with live allocations and tears down those no longer backed by a secret.
+ *
+ * UDP clients with an allocation get a socket of their own, connected to them
+ * and sharing the listener's address and port (SO_REUSEADDR), as coturn does:
+ * one listener buffer shared by every client was where datagrams were lost
+ * under load. Limitation: the kernel finds a datagram's socket by scanning the
+ * sockets on that port, so tens of thousands of UDP allocations on one port
+ * cost lookup time per datagram.
  */
 import { createHmac, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 import dgram from 'node:dgram';
@@ -155,6 +162,12 @@ interface ClientLink {
   stream: net.Socket | null;
   /** UDP links: the alternative-port socket the client talks to (null: the main UDP socket). */
   socket?: dgram.Socket | null;
+  /**
+   * UDP links with an allocation: a socket of their own, bound to the listener's address and port
+   * and connected to the client (see `openClientSocket`). Null until it is ready or when it could
+   * not be opened: the listener socket serves then.
+   */
+  connected?: dgram.Socket | null;
   /** Stream links carry their allocation directly; UDP uses the 5-tuple map. */
   allocation: Allocation | null;
 }
@@ -186,6 +199,8 @@ interface Allocation {
   channels: Map<number, ChannelBinding>;
   /** peer address -> peer port -> binding, so the peer->client path builds no strings. */
   channelsByPeer: Map<string, Map<number, ChannelBinding>>;
+  /** A UDP client's own socket was asked for (at its first permission: see `openClientSocket`). */
+  ownSocketRequested: boolean;
   closed: boolean;
 }
 
@@ -305,15 +320,12 @@ class OutpostTurnServer implements TurnServer {
   }
 
   private async listenUdp(): Promise<void> {
-    const socket = createUdpSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
+    const socket = await bindListener(
+      net.isIPv6(this.host) ? 'udp6' : 'udp4',
+      this.host,
+      this.opts.udpPort,
+    );
     this.udp = socket;
-    await new Promise<void>((resolve, reject) => {
-      socket.once('error', reject);
-      socket.bind({ address: this.host, port: this.opts.udpPort, exclusive: true }, () => {
-        socket.off('error', reject);
-        resolve();
-      });
-    });
     setBufferSizes(socket);
     socket.on('error', (err) => this.log('warn', 'udp socket error', { error: String(err) }));
     socket.on('message', (buf, rinfo) => this.onUdpMessage(buf, rinfo, null));
@@ -324,17 +336,7 @@ class OutpostTurnServer implements TurnServer {
   private async listenAlternate(form: AlternateForm, port: number): Promise<void> {
     try {
       if (form === 'udp53') {
-        const socket = createUdpSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
-        await new Promise<void>((resolve, reject) => {
-          socket.once('error', reject);
-          socket.bind({ address: this.host, port, exclusive: true }, () => {
-            socket.off('error', reject);
-            resolve();
-          });
-        }).catch((err: unknown) => {
-          closeQuietly(socket);
-          throw err;
-        });
+        const socket = await bindListener(net.isIPv6(this.host) ? 'udp6' : 'udp4', this.host, port);
         setBufferSizes(socket);
         socket.on('error', (err) => this.log('warn', 'udp socket error', { error: String(err) }));
         socket.on('message', (buf, rinfo) => this.onUdpMessage(buf, rinfo, socket));
@@ -496,6 +498,21 @@ class OutpostTurnServer implements TurnServer {
       const alloc = this.udpAllocations.get(rinfo.port)?.get(rinfo.address);
       const link = alloc?.link ?? udpLink(rinfo, socket);
       this.handleStun(link, buf);
+    } catch (err) {
+      this.log('error', 'udp message handling failed', { error: String(err) });
+    }
+  }
+
+  /** A datagram on an allocation's own client socket: the 5-tuple is known, no lookup needed. */
+  private onClientSocketMessage(alloc: Allocation, buf: Buffer, rinfo: dgram.RemoteInfo): void {
+    if (alloc.closed) {
+      this.onUdpMessage(buf, rinfo, alloc.link.socket ?? null);
+      return;
+    }
+    try {
+      const top = buf.length > 0 ? buf[0] & 0xc0 : 0xc0;
+      if (top === 0x40) this.relayChannelData(alloc, buf);
+      else if (top === 0) this.handleStun(alloc.link, buf);
     } catch (err) {
       this.log('error', 'udp message handling failed', { error: String(err) });
     }
@@ -690,7 +707,9 @@ class OutpostTurnServer implements TurnServer {
     if (this.closed) return;
     const stream = link.stream;
     if (stream === null) {
-      (link.socket ?? this.udp)?.send(buf, link.port, link.address);
+      const own = link.connected;
+      if (own) own.send(buf);
+      else (link.socket ?? this.udp)?.send(buf, link.port, link.address);
       return;
     }
     if (stream.destroyed || !stream.writable) return;
@@ -944,6 +963,7 @@ class OutpostTurnServer implements TurnServer {
       permissions: new Map(),
       channels: new Map(),
       channelsByPeer: new Map(),
+      ownSocketRequested: false,
       closed: false,
     };
     binding.socket.on('message', (data, rinfo) => this.onPeerData(alloc, data, rinfo));
@@ -1016,6 +1036,7 @@ class OutpostTurnServer implements TurnServer {
     for (const peer of peers) if (!this.checkPeer(link, msg, auth, peer)) return;
     const expiresAt = this.now() + PERMISSION_LIFETIME_MS;
     for (const peer of peers) installPermission(alloc, peer.address, expiresAt);
+    this.ensureOwnSocket(alloc);
     this.sendResponse(link, msg.method, msg.transactionId, [], auth);
   }
 
@@ -1044,6 +1065,7 @@ class OutpostTurnServer implements TurnServer {
     if (byPeer && byPeer !== byNumber) removeChannel(alloc, byPeer);
     bindChannel(alloc, channel, peer, now + CHANNEL_LIFETIME_MS);
     installPermission(alloc, peer.address, now + PERMISSION_LIFETIME_MS);
+    this.ensureOwnSocket(alloc);
     this.sendResponse(link, msg.method, msg.transactionId, [], auth);
   }
 
@@ -1190,6 +1212,61 @@ class OutpostTurnServer implements TurnServer {
     return this.udpAllocations.get(link.port)?.get(link.address) ?? null;
   }
 
+  /**
+   * Data can flow once there is a permission, so that is when a UDP client gets its own socket:
+   * allocations that never relay (probes, abandoned candidates) do not pay for one.
+   */
+  private ensureOwnSocket(alloc: Allocation): void {
+    if (alloc.ownSocketRequested || alloc.link.stream) return;
+    alloc.ownSocketRequested = true;
+    void this.openClientSocket(alloc);
+  }
+
+  /**
+   * Gives a UDP allocation's client a socket of its own: bound to the address and port the client
+   * talks to (the listener shares them through SO_REUSEADDR) and connected to the client, so the
+   * kernel queues that client's datagrams there rather than on the listener. Every client then has
+   * a whole receive buffer for its bursts, where one shared buffer overflowed under load, and
+   * replies leave through a connected socket (no address to resolve or route per datagram). This
+   * is how coturn handles UDP clients too. When the socket cannot be opened (descriptor limits, a
+   * race with the allocation's end) the listener keeps serving the client; nothing is lost.
+   */
+  private async openClientSocket(alloc: Allocation): Promise<void> {
+    const link = alloc.link;
+    const listener = link.socket ?? this.udp;
+    if (!listener) return;
+    let socket: dgram.Socket | null = null;
+    try {
+      const local = listener.address();
+      socket = createUdpSocket(local.family === 'IPv6' ? 'udp6' : 'udp4', true);
+      const s = socket;
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.bind({ address: local.address, port: local.port, exclusive: true }, () => {
+          s.connect(link.port, link.address, () => {
+            s.off('error', reject);
+            resolve();
+          });
+        });
+      });
+    } catch (err) {
+      if (socket) closeQuietly(socket);
+      this.log('warn', 'no client socket for a UDP allocation; the listener serves it', {
+        client: `${link.address}:${link.port}`,
+        error: String(err),
+      });
+      return;
+    }
+    if (alloc.closed || this.closed) {
+      closeQuietly(socket);
+      return;
+    }
+    setBufferSizes(socket);
+    socket.on('error', (err) => this.log('warn', 'client socket error', { error: String(err) }));
+    socket.on('message', (buf, rinfo) => this.onClientSocketMessage(alloc, buf, rinfo));
+    link.connected = socket;
+  }
+
   private registerAllocation(alloc: Allocation): void {
     this.allocations.add(alloc);
     const link = alloc.link;
@@ -1219,6 +1296,10 @@ class OutpostTurnServer implements TurnServer {
       if (byAddress?.get(link.address) === alloc) {
         byAddress.delete(link.address);
         if (byAddress.size === 0) this.udpAllocations.delete(link.port);
+      }
+      if (link.connected) {
+        closeQuietly(link.connected);
+        link.connected = null;
       }
     }
     const set = this.byUsername.get(alloc.username);
@@ -1381,11 +1462,50 @@ function literalLookup(
   dns.lookup(hostname, opts, callback);
 }
 
-function createUdpSocket(type: 'udp4' | 'udp6'): dgram.Socket {
+function createUdpSocket(type: 'udp4' | 'udp6', reuseAddr = false): dgram.Socket {
   return dgram.createSocket({
     type,
+    reuseAddr,
     lookup: literalLookup as NonNullable<dgram.SocketOptions['lookup']>,
   });
+}
+
+/**
+ * A client-facing UDP listener with SO_REUSEADDR, so each allocation's own connected socket can
+ * share its address and port (`openClientSocket`). SO_REUSEADDR alone would let this bind succeed
+ * beside another process's SO_REUSEADDR socket, so the port is first taken by a plain socket:
+ * that fails as before when the port is in use, and with port 0 it picks a port nobody has.
+ */
+async function bindListener(
+  type: 'udp4' | 'udp6',
+  address: string,
+  port: number,
+): Promise<dgram.Socket> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < (port === 0 ? 8 : 1); attempt++) {
+    const probe = createUdpSocket(type);
+    const chosen = await new Promise<number>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.bind({ address, port, exclusive: true }, () => resolve(probe.address().port));
+    }).finally(() => closeQuietly(probe));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const socket = createUdpSocket(type, true);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        socket.once('error', reject);
+        socket.bind({ address, port: chosen, exclusive: true }, () => {
+          socket.off('error', reject);
+          resolve();
+        });
+      });
+      return socket;
+    } catch (err) {
+      // Someone took the port between the probe and this bind: try another one (port 0 only).
+      closeQuietly(socket);
+      lastError = err;
+    }
+  }
+  throw lastError;
 }
 
 function bindUdp(

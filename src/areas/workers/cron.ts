@@ -1,131 +1,77 @@
 /**
- * Cron expressions (five fields: minute hour day-of-month month day-of-week, UTC) and a small
- * scheduler that fires entries when they fall due on the injectable clock. Fields accept `*`,
- * numbers, ranges `a-b`, steps `*\/n` and `a-b/n`, lists, month names (JAN–DEC) and day names
- * (SUN–SAT; 0 and 7 are Sunday). When both day fields are restricted, either may match (as in
- * classic cron). Missed firings while the process was down are not replayed: the next one is
- * computed from the current time.
+ * Cron expressions (five fields: minute hour day-of-month month day-of-week, UTC) read by the
+ * `cron-parser` library, and a small scheduler that fires entries when they fall due on the
+ * injectable clock. Fields accept `*` (and `?`), numbers, ranges `a-b`, steps `*\/n` and `a-b/n`,
+ * lists, month names (JAN–DEC) and day names (SUN–SAT; 0 and 7 are Sunday), `L` (the last day of
+ * the month; `5L` the last Friday) and `#` (`1#2`: the second Monday). When both day fields are
+ * restricted, either may match (as in classic cron). Refused: six-field expressions (seconds),
+ * `@daily`-style names and the library's `H` (random value), none of which the platform takes, and
+ * dates that never occur (`0 0 30 2 *`). Missed firings while the process was down are not
+ * replayed: the next one is computed from the current time.
  */
+import { CronExpressionParser } from 'cron-parser';
 
 export interface Cron {
+  /** The expression as given, trimmed; the scheduler recomputes firings from it. */
   source: string;
-  minutes: Set<number>;
-  hours: Set<number>;
-  days: Set<number>;
-  months: Set<number>;
-  weekdays: Set<number>;
-  dayRestricted: boolean;
-  weekdayRestricted: boolean;
 }
 
 export class CronError extends Error {}
 
-const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
-const DAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
+/** How far ahead `nextFiring` looks before it calls an expression spent. */
+const HORIZON_MS = 5 * 366 * 86_400_000;
 
-function field(
-  text: string,
-  min: number,
-  max: number,
-  names: string[] | undefined,
-  base: number,
-  what: string,
-): Set<number> {
-  const out = new Set<number>();
-  const value = (s: string): number => {
-    const upper = s.toUpperCase();
-    if (names) {
-      const i = names.indexOf(upper);
-      if (i >= 0) return i + base;
-    }
-    if (!/^\d+$/.test(s)) throw new CronError(`${what}: ${JSON.stringify(s)} is not a number`);
-    const n = Number(s);
-    if (n < min || n > max) throw new CronError(`${what}: ${n} is outside ${min}-${max}`);
-    return n;
-  };
-  for (const part of text.split(',')) {
-    if (part === '') throw new CronError(`${what}: empty list item`);
-    const [range, stepText] = part.split('/');
-    const step = stepText === undefined ? 1 : Number(stepText);
-    if (!Number.isInteger(step) || step < 1)
-      throw new CronError(`${what}: invalid step ${JSON.stringify(stepText)}`);
-    let lo: number;
-    let hi: number;
-    if (range === '*') {
-      lo = min;
-      hi = max;
-    } else if (range.includes('-')) {
-      const [a, b] = range.split('-');
-      lo = value(a);
-      hi = value(b);
-      if (lo > hi) throw new CronError(`${what}: range ${range} is reversed`);
-    } else {
-      lo = value(range);
-      hi = stepText === undefined ? lo : max;
-    }
-    for (let v = lo; v <= hi; v += step) out.add(v);
-  }
-  return out;
+function parseAt(source: string, currentDate: number, endDate?: number) {
+  return CronExpressionParser.parse(source, {
+    tz: 'UTC',
+    currentDate: new Date(currentDate),
+    ...(endDate === undefined ? {} : { endDate: new Date(endDate) }),
+  });
+}
+
+const FIELD_NAMES = ['minute', 'hour', 'day of month', 'month', 'day of week'];
+
+function libraryMessage(err: unknown): string {
+  const message = (err as Error).message;
+  const range = /got value (\S+) expected range (\d+-\d+)/.exec(message);
+  return range ? `${range[1]} is outside ${range[2]}` : message;
 }
 
 export function parseCron(source: string): Cron {
-  const parts = source.trim().split(/\s+/);
-  if (parts.length !== 5)
+  const text = source.trim();
+  const fields = text.split(/\s+/);
+  if (fields.length !== 5)
     throw new CronError(
       `cron ${JSON.stringify(source)}: expected 5 fields (minute hour day month weekday)`,
     );
-  const weekdays = field(parts[4], 0, 7, DAYS, 0, 'day of week');
-  if (weekdays.has(7)) {
-    weekdays.delete(7);
-    weekdays.add(0);
+  if (fields.some((f) => /h/i.test(f.replace(/thu/gi, ''))))
+    throw new CronError(`cron ${JSON.stringify(source)}: H (a random value) is not supported`);
+  // Each field alone first, so an error names its field; then the whole, for dates that never come.
+  FIELD_NAMES.forEach((what, k) => {
+    const alone = fields.map((f, i) => (i === k ? f : '*')).join(' ');
+    try {
+      parseAt(alone, 0);
+    } catch (err) {
+      throw new CronError(`${what}: ${libraryMessage(err)}`);
+    }
+  });
+  try {
+    parseAt(text, 0);
+  } catch (err) {
+    throw new CronError(`cron ${JSON.stringify(source)}: ${libraryMessage(err)}`);
   }
-  return {
-    source: source.trim(),
-    minutes: field(parts[0], 0, 59, undefined, 0, 'minute'),
-    hours: field(parts[1], 0, 23, undefined, 0, 'hour'),
-    days: field(parts[2], 1, 31, undefined, 0, 'day of month'),
-    months: field(parts[3], 1, 12, MONTHS, 1, 'month'),
-    weekdays,
-    dayRestricted: parts[2] !== '*',
-    weekdayRestricted: parts[4] !== '*',
-  };
-}
-
-function dayMatches(c: Cron, d: Date): boolean {
-  const dom = c.days.has(d.getUTCDate());
-  const dow = c.weekdays.has(d.getUTCDay());
-  if (c.dayRestricted && c.weekdayRestricted) return dom || dow;
-  if (c.dayRestricted) return dom;
-  if (c.weekdayRestricted) return dow;
-  return true;
+  return { source: text };
 }
 
 /** The first firing strictly after `after` (ms), or undefined within the next 5 years. */
 export function nextFiring(c: Cron, after: number): number | undefined {
-  const d = new Date(Math.floor(after / 60_000) * 60_000 + 60_000);
-  const limit = after + 5 * 366 * 86_400_000;
-  while (d.getTime() <= limit) {
-    if (!c.months.has(d.getUTCMonth() + 1)) {
-      d.setUTCMonth(d.getUTCMonth() + 1, 1);
-      d.setUTCHours(0, 0, 0, 0);
-      continue;
-    }
-    if (!dayMatches(c, d)) {
-      d.setUTCDate(d.getUTCDate() + 1);
-      d.setUTCHours(0, 0, 0, 0);
-      continue;
-    }
-    if (!c.hours.has(d.getUTCHours())) {
-      d.setUTCHours(d.getUTCHours() + 1, 0, 0, 0);
-      continue;
-    }
-    if (!c.minutes.has(d.getUTCMinutes())) {
-      d.setUTCMinutes(d.getUTCMinutes() + 1, 0, 0);
-      continue;
-    }
-    return d.getTime();
+  try {
+    const expression = parseAt(c.source, after, after + HORIZON_MS);
+    return expression.next().getTime();
+  } catch {
+    // "Out of the time span range": nothing within the horizon.
+    return undefined;
   }
-  return undefined;
 }
 
 export interface CronEntry {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   bytesToIpv6,
   decodeMessage,
+  ipv4ToBytes,
   emptyMessage,
   encodeMessage,
   ipv6ToBytes,
@@ -113,6 +114,36 @@ describe('round trip', () => {
     const msg: Message = { ...emptyMessage(2), questions: [{ name, type: RRType.TXT, class: IN }] };
     expect(decodeMessage(encodeMessage(msg)).questions[0].name).toBe(name);
     expect(parseName(name).labels[0]).toEqual(Uint8Array.from([0x61, 0x2e, 0x62, 0x5c, 0x63, 0]));
+  });
+
+  it('parses names the same way however often they are seen (the parse cache is bounded)', () => {
+    const first = parseName('Mail.Example.com.');
+    expect(first.labels.map((l) => Buffer.from(l).toString())).toEqual(['Mail', 'Example', 'com']);
+    expect(first.suffixes).toEqual(['Mail.Example.com', 'Example.com', 'com']);
+    for (let i = 0; i < 10_000; i++) parseName(`n${i}.example.com`);
+    expect(parseName('Mail.Example.com.')).toEqual(first);
+    expect(() => parseName('a..b')).toThrow(/empty label/);
+    expect(() => parseName('a..b')).toThrow(/empty label/);
+    expect(parseName('caf\u00e9.example').labels[0]).toEqual(
+      Uint8Array.from([0x63, 0x61, 0x66, 0xc3, 0xa9]),
+    );
+  });
+
+  it('reads IPv4 addresses strictly', () => {
+    expect(ipv4ToBytes('192.0.2.1')).toEqual(Uint8Array.from([192, 0, 2, 1]));
+    expect(ipv4ToBytes('0.0.0.0')).toEqual(new Uint8Array(4));
+    for (const bad of [
+      '1.2.3',
+      '1.2.3.4.5',
+      '256.1.1.1',
+      '1..2.3',
+      '1.2.3.',
+      '1234.1.1.1',
+      ' 1.2.3.4',
+      'a.b.c.d',
+      '',
+    ])
+      expect(() => ipv4ToBytes(bad), bad).toThrow(WireError);
   });
 
   it('encodes the root name as one zero byte', () => {

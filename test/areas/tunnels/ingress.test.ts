@@ -202,7 +202,7 @@ describe('ingress matching', () => {
   });
 });
 
-describe('configuration files (YAML subset)', () => {
+describe('configuration files (YAML)', () => {
   it('reads the usual connector file', () => {
     const doc = parseYaml(`# a comment
 tunnel: 6ff42ae2-765d-4adf-8112-31c55c1551ef
@@ -245,8 +245,49 @@ warp-routing:
       ingress: [{ service: 'http_status:404' }],
     });
     expect(parseYaml('{"ingress": []}')).toEqual({ ingress: [] });
-    expect(() => parseYaml('a: |\n  text\n')).toThrow(YamlError);
-    expect(() => parseYaml('a: 1\n   b: 2\n')).toThrow(/line 2/);
+    expect(() => parseYaml('a: 1\n   b: 2\n')).toThrow(YamlError);
+    expect(() => parseYaml('a: 1\n   b: 2\n')).toThrow(/^line \d+, column \d+: /);
+  });
+
+  it('reads the whole language: block scalars, flow mappings, anchors, switch words', () => {
+    expect(
+      parseYaml(`ingress:
+  - hostname: a.example.com
+    service: &origin http://localhost:8000
+    originRequest: { noTLSVerify: yes, http2Origin: off, httpHostHeader: "no" }
+  - service: *origin
+note: |
+  two
+  lines
+empty:
+`),
+    ).toEqual({
+      ingress: [
+        {
+          hostname: 'a.example.com',
+          service: 'http://localhost:8000',
+          originRequest: { noTLSVerify: true, http2Origin: false, httpHostHeader: 'no' },
+        },
+        { service: 'http://localhost:8000' },
+      ],
+      note: 'two\nlines\n',
+      empty: null,
+    });
+    expect(parseYaml('')).toEqual({});
+    expect(parseYaml('# nothing but a comment\n')).toEqual({});
+  });
+
+  it('refuses duplicate keys, several documents, tab indentation and alias bombs', () => {
+    expect(() => parseYaml('tunnel: a\ntunnel: b\n')).toThrow(/^line 2, column 1: .*unique/);
+    expect(() => parseYaml('a: 1\n---\nb: 2\n')).toThrow(/^line 2, column 1: .*one YAML document/);
+    expect(() => parseYaml('a:\n\t- b\n')).toThrow(/^line 2, column 1: .*[Tt]ab/);
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]'];
+    for (let i = 1; i < 8; i++) {
+      const prev = String.fromCharCode(96 + i);
+      const name = String.fromCharCode(97 + i);
+      bomb.push(`${name}: &${name} [${Array(10).fill(`*${prev}`).join(', ')}]`);
+    }
+    expect(() => parseYaml(bomb.join('\n'))).toThrow(YamlError);
   });
 });
 

@@ -24,6 +24,16 @@ describe('cron expressions', () => {
     expect(next('0 0 13 * 5', '2026-01-01T00:00:00Z')).toBe('2026-01-02T00:00:00.000Z');
     expect(next('0 0 * * 7', '2026-01-01T00:00:00Z')).toBe('2026-01-04T00:00:00.000Z');
     expect(next('5-10/5 * * * *', '2026-01-01T00:05:00Z')).toBe('2026-01-01T00:10:00.000Z');
+    // Strictly after: a time that matches is not its own next firing.
+    expect(next('0 0 1 1 *', '2026-01-01T00:00:00Z')).toBe('2027-01-01T00:00:00.000Z');
+  });
+
+  it('takes L (last day, last weekday of the month) and # (nth weekday)', () => {
+    expect(next('0 0 L * *', '2026-02-01T00:00:00Z')).toBe('2026-02-28T00:00:00.000Z');
+    expect(next('0 0 L * *', '2028-02-01T00:00:00Z')).toBe('2028-02-29T00:00:00.000Z');
+    expect(next('0 0 * * 5L', '2026-01-01T00:00:00Z')).toBe('2026-01-30T00:00:00.000Z');
+    expect(next('0 0 * * 1#2', '2026-01-01T00:00:00Z')).toBe('2026-01-12T00:00:00.000Z');
+    expect(next('0 9 ? * MON#1', '2026-01-06T00:00:00Z')).toBe('2026-02-02T09:00:00.000Z');
   });
 
   it('refuses malformed expressions', () => {
@@ -37,6 +47,12 @@ describe('cron expressions', () => {
       '*/0 * * * *',
       '5-1 * * * *',
       'a * * * *',
+      '1,,2 * * * *',
+      // Seconds, names, random values and dates that never come.
+      '0 0 0 * * *',
+      '@daily',
+      'H * * * *',
+      '0 0 30 2 *',
     ]) {
       expect(() => parseCron(bad), bad).toThrow(CronError);
     }
