@@ -63,7 +63,7 @@ export default defineArea({
     const sfuLog = log.child({ area: 'sfu' });
     // Peer connections gather on the API listen address when it is one IPv4 address.
     const sfuAddress = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
-    const sfu = new Forwarder({ address: sfuAddress, trackIdleMs: 30_000, log: (level, msg, fields) => sfuLog[level](fields ?? {}, msg) });
+    const sfu = new Forwarder({ address: sfuAddress, trackIdleMs: config.sfuTrackIdleMs, connectWaitMs: config.sfuConnectWaitMs, log: (level, msg, fields) => sfuLog[level](fields ?? {}, msg) });
     mountAppRoutes(ctx, (appId) => void sfu.closeApp(appId));
     mountSfuRoutes(ctx, sfu);
 
