@@ -14,8 +14,7 @@ import {
   RtcpPayloadSpecificFeedback,
   RtpPacket,
   useAbsSendTime,
-  useTransportWideCC,
-  useTWCC,
+  ReceiverEstimatedMaxBitrate,
   useNACK,
   usePLI,
   useFIR,
@@ -80,6 +79,9 @@ interface Published {
   keyframeRequests: Map<string, number>;
   /** Simulcast layers: when each rid last carried a packet. */
   layerSeen: Map<string, number>;
+  /** Simulcast layers: the SSRC of each rid (werift's per-rid tracks do not carry it). */
+  layerSsrc: Map<string, number>;
+  lastRembAt: number;
 }
 
 interface Pulled {
@@ -145,14 +147,20 @@ export class Session {
 
 const codecs = {
   audio: [new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48_000, channels: 2, rtcpFeedback: [useNACK()] })],
-  // transport-cc: werift answers publishers with TWCC feedback, so a browser's bandwidth estimate
-  // grows and it turns on its higher simulcast layers.
-  video: [new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90_000, rtcpFeedback: [useNACK(), usePLI(), useFIR(), useREMB(), useTWCC()] })],
+  video: [new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90_000, rtcpFeedback: [useNACK(), usePLI(), useFIR(), useREMB()] })],
 };
 const headerExtensions = {
   audio: [useSdesMid()],
-  video: [useSdesMid(), useSdesRTPStreamId(), useRepairedRtpStreamId(), useAbsSendTime(), useTransportWideCC()],
+  video: [useSdesMid(), useSdesRTPStreamId(), useRepairedRtpStreamId(), useAbsSendTime()],
 };
+/**
+ * The bandwidth a video publisher is told it may use (REMB, once a second). A browser starts near
+ * 300 kbit/s and, without feedback, keeps its higher simulcast layers off; a REMB in its first
+ * seconds lets it start all layers at once. This is a ceiling, not a measurement (as Janus does
+ * with its room bitrate): the browser still backs off on loss its receiver reports show.
+ */
+const PUBLISHER_REMB_BPS = 5_000_000;
+const REMB_INTERVAL_MS = 1_000;
 
 /** A description must look like SDP before werift sees it. */
 export function checkSdp(desc: { type?: unknown; sdp?: unknown } | undefined, want: 'offer' | 'answer' | 'any'): SessionDescription {
@@ -410,9 +418,10 @@ export class Forwarder {
       lastPacketAt: Date.now(),
       keyframeRequests: new Map(),
       layerSeen: new Map(),
+      layerSsrc: new Map(),
+      lastRembAt: 0,
     };
     s.published.set(item.trackName, pub);
-    shareTwcc(pc, t);
     this.attach(pub);
     return { location: 'local', trackName: item.trackName, mid: t.mid };
   }
@@ -497,7 +506,17 @@ export class Forwarder {
     const now = Date.now();
     pub.lastPacketAt = now;
     const rid = track.rid;
-    if (rid !== undefined) pub.layerSeen.set(rid, now);
+    if (rid !== undefined) {
+      pub.layerSeen.set(rid, now);
+      if (pub.layerSsrc.get(rid) !== rtp.header.ssrc) {
+        pub.layerSsrc.set(rid, rtp.header.ssrc);
+        pub.lastRembAt = 0;
+      }
+    }
+    if (pub.kind === 'video' && now - pub.lastRembAt >= REMB_INTERVAL_MS) {
+      pub.lastRembAt = now;
+      this.sendRemb(pub, rtp.header.ssrc);
+    }
     if (pub.status !== 'active' || pub.subscribers.size === 0) return;
     // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
     // abs-send-time, transport-cc); the publisher's ids would mean other things on its side.
@@ -528,6 +547,22 @@ export class Forwarder {
     }
   }
 
+  private sendRemb(pub: Published, ssrc: number): void {
+    const receiver = pub.transceiver.receiver;
+    const ssrcs = new Set<number>([ssrc, ...pub.layerSsrc.values()]);
+    let exp = 0;
+    while (PUBLISHER_REMB_BPS / 2 ** exp >= 2 ** 18) exp++;
+    const feedback = new ReceiverEstimatedMaxBitrate({
+      senderSsrc: receiver.rtcpSsrc,
+      mediaSsrc: 0,
+      ssrcNum: ssrcs.size,
+      ssrcFeedbacks: [...ssrcs],
+      brExp: exp,
+      brMantissa: Math.floor(PUBLISHER_REMB_BPS / 2 ** exp),
+    });
+    receiver.dtlsTransport.sendRtcp([new RtcpPayloadSpecificFeedback({ feedback })]).catch(() => undefined);
+  }
+
   /** Asks the publisher for a keyframe of one layer (all layers when `rid` is undefined), rate-limited per layer. */
   requestKeyframe(pub: Published, rid?: string): void {
     if (pub.kind !== 'video') return;
@@ -536,10 +571,13 @@ export class Forwarder {
     if (now - (pub.keyframeRequests.get(key) ?? 0) < KEYFRAME_MIN_INTERVAL_MS) return;
     pub.keyframeRequests.set(key, now);
     const receiver = pub.transceiver.receiver;
-    for (const track of receiver.tracks) {
-      if (track.ssrc === undefined || (rid !== undefined && track.rid !== undefined && track.rid !== rid)) continue;
-      receiver.sendRtcpPLI(track.ssrc).catch(() => undefined);
+    const ssrcs = new Set<number>();
+    if (rid !== undefined && pub.layerSsrc.has(rid)) ssrcs.add(pub.layerSsrc.get(rid)!);
+    else if (rid === undefined) {
+      for (const ssrc of pub.layerSsrc.values()) ssrcs.add(ssrc);
+      for (const track of receiver.tracks) if (track.ssrc !== undefined) ssrcs.add(track.ssrc);
     }
+    for (const ssrc of ssrcs) receiver.sendRtcpPLI(ssrc).catch(() => undefined);
   }
 
   async renegotiate(s: Session, desc: SessionDescription): Promise<{ sessionDescription?: SessionDescription }> {
@@ -790,26 +828,4 @@ function noteRemoteDirections(pc: RTCPeerConnection): void {
 
 function layerPrefs(sim: TrackItem['simulcast']): LayerPrefs {
   return { preferredRid: sim?.preferredRid, ridNotAvailable: sim?.ridNotAvailable === 'none' ? 'none' : 'asciibetical' };
-}
-
-/**
- * transport-cc sequence numbers count every packet on the bundled transport, but werift keeps a
- * TWCC recorder per receiver: with two video m-lines each would report the other's packets as
- * lost. All video receivers of one peer connection share the first one's recorder instead.
- */
-const twccByPc = new WeakMap<RTCPeerConnection, unknown>();
-function shareTwcc(pc: RTCPeerConnection, t: RTCRtpTransceiver): void {
-  const receiver = t.receiver as unknown as { receiverTWCC?: unknown; setupTWCC(ssrc: number): void; __shared?: boolean };
-  if (receiver.__shared) return;
-  receiver.__shared = true;
-  const own = receiver.setupTWCC.bind(receiver);
-  receiver.setupTWCC = (ssrc: number) => {
-    if (receiver.receiverTWCC) return;
-    const shared = twccByPc.get(pc);
-    if (shared) receiver.receiverTWCC = shared;
-    else {
-      own(ssrc);
-      twccByPc.set(pc, receiver.receiverTWCC);
-    }
-  };
 }
