@@ -3,7 +3,9 @@
  * (session, trackName), pulled tracks fed from them. RTP is forwarded as received (no
  * transcoding): each subscriber's sender rewrites SSRC, payload type, sequence numbers and
  * timestamps for its own SRTP context and keeps a history for NACK retransmission. PLI and FIR
- * from subscribers become PLIs to the publisher. Data channels are one-way fan-outs: a publisher's
+ * from subscribers become PLIs to the publisher (per simulcast layer). Simulcast: each subscriber
+ * gets one layer, chosen and switched at keyframes as layers.ts describes. Video publishers get a
+ * REMB ceiling so browsers turn on every layer. Data channels are one-way fan-outs: a publisher's
  * `local` channel feeds every `remote` channel pulled from it.
  */
 import { randomUUID } from 'node:crypto';
