@@ -379,6 +379,11 @@ function janusSide(j: { base: string; pid: number; address: string }): Side {
 interface StepResult {
   n: number;
   loss: number;
+  /** Server CPU per forwarded packet, µs (independent of how busy the machine is). */
+  usPerPacket: number;
+  /** Lowest and highest share of the window's packets one subscriber got. */
+  worst: number;
+  best: number;
   serverCores: number;
   clientCores: number;
   forwardedMbps: number;
@@ -437,17 +442,24 @@ async function measureSide(side: Side, w: Workload, steps: number[], windowS: nu
       // Late packets and retransmissions of the window still count.
       await new Promise((r) => setTimeout(r, 1_000));
       const expected = (to - from) * sinks.length;
+      const each = sinks.map((s) => s.countIn(from, to) / Math.max(1, to - from));
       const got = sinks.reduce((sum, s) => sum + s.countIn(from, to), 0);
       const loss = expected > 0 ? 1 - got / expected : 1;
       const step: StepResult = {
         n,
         loss,
+        usPerPacket: got > 0 ? ((cpu1 - cpu0) * 1000) / got : NaN,
+        worst: Math.min(...each),
+        best: Math.max(...each),
         serverCores: (cpu1 - cpu0) / wall,
         clientCores: (self1.user + self1.system) / 1000 / wall,
         forwardedMbps: (got * (w.size + 12) * 8) / (wall / 1000) / 1e6,
       };
       result.steps.push(step);
-      process.stdout.write(`  ${side.name} ${w.kind}: ${n} subscribers, loss ${(loss * 100).toFixed(2)} %, server ${step.serverCores.toFixed(2)} cores, load generator ${step.clientCores.toFixed(2)} cores\n`);
+      process.stdout.write(
+        `  ${side.name} ${w.kind}: ${n} subscribers, loss ${(loss * 100).toFixed(2)} % (per subscriber ${(step.worst * 100).toFixed(0)}–${(step.best * 100).toFixed(0)} % received), ` +
+          `server ${step.serverCores.toFixed(2)} cores (${step.usPerPacket.toFixed(0)} µs CPU per forwarded packet), load generator ${step.clientCores.toFixed(2)} cores\n`,
+      );
       for (const s of sinks) s.got.clear();
       if (loss > LOSS_LIMIT) break;
     }
@@ -464,6 +476,10 @@ async function measureSide(side: Side, w: Workload, steps: number[], windowS: nu
 
 function report(results: SideResult[]): string {
   const rows = results.map((r) => {
+    const pps = WORKLOADS[r.kind as 'video' | 'audio'].pps;
+    // CPU per packet from the busiest step that still had packets through.
+    const measured = r.steps.filter((s) => Number.isFinite(s.usPerPacket));
+    const us = measured.length ? measured[measured.length - 1].usPerPacket : NaN;
     const ok = r.steps.filter((s) => s.loss <= LOSS_LIMIT);
     const best = ok[ok.length - 1];
     const perCore = best && best.serverCores > 0 ? best.forwardedMbps / best.serverCores : NaN;
@@ -478,12 +494,14 @@ function report(results: SideResult[]): string {
       best ? best.serverCores.toFixed(2) : '–',
       Number.isFinite(perCore) ? perCore.toFixed(1) : '–',
       Number.isFinite(consumersPerCore) ? int(consumersPerCore) : '–',
+      Number.isFinite(us) ? us.toFixed(0) : '–',
+      Number.isFinite(us) && us > 0 ? int(1e6 / (us * pps)) : '–',
       ms(pct(r.setup, 50)),
       ms(pct(r.setup, 99)),
     ];
   });
   return table(
-    ['server', 'media', 'subs <1% loss', 'first >1% loss', 'fwd Mbit/s', 'server cores', 'Mbit/s per core', 'subs per core', 'setup p50 ms', 'setup p99 ms'],
+    ['server', 'media', 'subs <1% loss', 'first >1% loss', 'fwd Mbit/s', 'server cores', 'Mbit/s per core', 'subs per core', 'µs CPU/pkt', 'subs per core (CPU)', 'setup p50 ms', 'setup p99 ms'],
     rows,
     [0, 1],
   );
@@ -545,6 +563,7 @@ export async function main(args: string[]): Promise<number> {
     process.stdout.write(`\n${report(results)}\n\n`);
     process.stdout.write(
       'subs: subscribers (consumers) served at < 1 % loss, the largest step tried; server cores: CPU time of the server process per wall second at that step.\n' +
+        'µs CPU/pkt: server CPU per packet delivered at the busiest measured step; subs per core (CPU): one core divided by that cost at this stream\'s packet rate (what an idle core would carry).\n' +
         'Published anchor: mediasoup documents that one worker (one core) can typically handle ~500 consumers.\n' +
         'The load generator (publisher and every subscriber, werift in this one Node process) shares the machine: when its cores reach ~1.0 the loss is its own.\n',
     );
