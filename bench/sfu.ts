@@ -8,7 +8,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { availableParallelism, loadavg, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { MediaStreamTrack, RTCPeerConnection, RtpHeader, RtpPacket } from 'werift';
 import { intOption, UsageError } from './lib/args.ts';
 import { int, ms, table } from './lib/format.ts';
-import { cpuMsOfTree, installCleanupHandlers, onCleanup, runCleanups, spawnNode, tempDir, throwIfInterrupted } from './lib/procs.ts';
+import { cpuMsOfTree, installCleanupHandlers, onCleanup, runCleanups, spawnNode, tempDir, throwIfInterrupted, type Child } from './lib/procs.ts';
+import { summariseProfile } from './lib/profile.ts';
 
 export const description = 'SFU: 1.5 Mbit/s video (and 48 kbit/s audio) to N subscribers until >1 % loss, setup latency: Outpost vs Janus videoroom';
 
@@ -33,6 +34,7 @@ const USAGE = `usage: npm run bench -- sfu [options]
   --window S        seconds of measured media per step (default 4)
   --kinds LIST      video,audio (default both)
   --sides LIST      outpost,janus (default both; janus needs the Debian package 'janus')
+  --cpu-prof        profile Outpost (node --cpu-prof) and print where its CPU time went
 `;
 
 interface Workload {
@@ -143,19 +145,20 @@ interface Side {
 
 // --- Outpost ---------------------------------------------------------------------------------
 
-async function startOutpost(dataDir: string): Promise<{ url: string; pid: number; token: string; accountId: string }> {
+async function startOutpost(dataDir: string, profDir?: string): Promise<{ url: string; pid: number; token: string; accountId: string; child: Child }> {
   const token = randomBytes(24).toString('hex');
   const accountId = randomBytes(16).toString('hex');
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('OUTPOST_') && k !== 'NODE_OPTIONS' && v !== undefined) env[k] = v;
   Object.assign(env, { OUTPOST_API_TOKEN: token, OUTPOST_ACCOUNT_ID: accountId, OUTPOST_LOG_LEVEL: 'warn' });
-  const child = await spawnNode('outpost', [OUTPOST_BIN, 'serve', '--api-port', '0', '--edge-port', '0', '--dns-port', '0', '--turn-port', '0', '--relay-alt-ports', 'off', '--data-dir', dataDir], {
+  const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  const child = await spawnNode('outpost', [...prof, OUTPOST_BIN, 'serve', '--api-port', '0', '--edge-port', '0', '--dns-port', '0', '--turn-port', '0', '--relay-alt-ports', 'off', '--data-dir', dataDir], {
     cwd: ROOT,
     env,
     ready: /management API\s+http\s+(http:\/\/\S+?)\/client\/v4/,
     timeoutMs: 60_000,
   });
-  return { url: child.ready[1], pid: child.proc.pid ?? 0, token, accountId };
+  return { url: child.ready[1], pid: child.proc.pid ?? 0, token, accountId, child };
 }
 
 function outpostSide(o: { url: string; pid: number; token: string; accountId: string }): Side {
@@ -512,6 +515,7 @@ export async function main(args: string[]): Promise<number> {
   let windowS = 4;
   let kinds: Array<'video' | 'audio'> = ['video', 'audio'];
   let sides = ['outpost', 'janus'];
+  let cpuProf = false;
   try {
     for (let i = 0; i < args.length; i++) {
       const a = args[i];
@@ -524,6 +528,8 @@ export async function main(args: string[]): Promise<number> {
         windowS = intOption('--window', args[++i], 1, 60);
       } else if (a === '--kinds') {
         kinds = (args[++i] ?? '').split(',').filter((k): k is 'video' | 'audio' => k === 'video' || k === 'audio');
+      } else if (a === '--cpu-prof') {
+        cpuProf = true;
       } else if (a === '--sides') {
         sides = (args[++i] ?? '').split(',');
       } else throw new UsageError(`unknown option ${a}`);
@@ -539,7 +545,14 @@ export async function main(args: string[]): Promise<number> {
   try {
     const dir = tempDir('outpost-bench-sfu-');
     const started: Side[] = [];
-    if (sides.includes('outpost')) started.push(outpostSide(await startOutpost(join(dir.path, 'outpost'))));
+    const profDir = cpuProf ? join(dir.path, 'profile') : undefined;
+    if (profDir) mkdirSync(profDir);
+    let outpost: Child | undefined;
+    if (sides.includes('outpost')) {
+      const o = await startOutpost(join(dir.path, 'outpost'), profDir);
+      outpost = o.child;
+      started.push(outpostSide(o));
+    }
     if (sides.includes('janus')) {
       if (!existsSync(JANUS)) {
         process.stdout.write(`Janus is not installed (${JANUS}); install the Debian package 'janus' to measure it beside Outpost (apt-get install janus). Continuing with Outpost only.\n`);
@@ -568,6 +581,18 @@ export async function main(args: string[]): Promise<number> {
         'The load generator (publisher and every subscriber, werift in this one Node process) shares the machine: when its cores reach ~1.0 the loss is its own.\n',
     );
     process.stdout.write(`load average after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
+    if (profDir && outpost) {
+      // The profile is written when the process exits.
+      await outpost.stop();
+      const files = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(profDir, f));
+      const main = files.sort((a, b) => statSync(b).size - statSync(a).size)[0];
+      if (main) {
+        const p = summariseProfile(main, 12);
+        process.stdout.write(`\nOutpost CPU profile (${int(p.busyMs)} ms busy):\n`);
+        process.stdout.write(`${table(['where', 'ms', '%'], p.byPlace.map((x) => [x.place, int(x.ms), ((100 * x.ms) / p.busyMs).toFixed(1)]))}\n\n`);
+        process.stdout.write(`${table(['function', 'ms', '%'], p.byFunction.map((x) => [x.name, int(x.ms), ((100 * x.ms) / p.busyMs).toFixed(1)]))}\n`);
+      }
+    }
     return 0;
   } finally {
     await runCleanups();
