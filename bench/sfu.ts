@@ -207,7 +207,10 @@ function outpostSide(o: { url: string; pid: number; token: string; accountId: st
       await pc.setRemoteDescription(pull.sessionDescription);
       await pc.setLocalDescription(await pc.createAnswer());
       await call('PUT', `/sessions/${sessionId}/renegotiate`, { sessionDescription: { type: 'answer', sdp: pc.localDescription!.sdp } });
-      await connected(pc, 20_000);
+      await connected(pc, 20_000).catch(async (err: unknown) => {
+        await pc.close().catch(() => undefined);
+        throw err;
+      });
       return { pc, setupMs: performance.now() - started };
     },
     async reset() {
@@ -368,7 +371,10 @@ function janusSide(j: { base: string; pid: number; address: string }): Side {
       await pc.setLocalDescription(await pc.createAnswer());
       await s.message(h, { request: 'start' }, { type: 'answer', sdp: pc.localDescription!.sdp });
       await s.trickleDone(h);
-      await connected(pc, 20_000);
+      await connected(pc, 20_000).catch(async (err: unknown) => {
+        await pc.close().catch(() => undefined);
+        throw err;
+      });
       return { pc, setupMs: performance.now() - started };
     },
     async reset() {
@@ -397,6 +403,8 @@ interface SideResult {
   kind: string;
   steps: StepResult[];
   setup: number[];
+  /** Subscribers whose setup failed and was retried (a werift client's DTLS handshake can abort under load). */
+  setupFailures: number;
   error?: string;
 }
 
@@ -407,7 +415,19 @@ function pct(xs: number[], p: number): number {
 }
 
 async function measureSide(side: Side, w: Workload, steps: number[], windowS: number): Promise<SideResult> {
-  const result: SideResult = { side: side.name, kind: w.kind, steps: [], setup: [] };
+  const result: SideResult = { side: side.name, kind: w.kind, steps: [], setup: [], setupFailures: 0 };
+  /** One subscriber, tried up to three times; a failed attempt's peer is closed. */
+  const subscribeOne = async () => {
+    for (let attempt = 1; ; attempt++) {
+      const sink = new Sink();
+      try {
+        return { sink, ...(await side.subscribe(sink)) };
+      } catch (err) {
+        result.setupFailures++;
+        if (attempt >= 3) throw err;
+      }
+    }
+  };
   const source = new Source(w);
   const peers: RTCPeerConnection[] = [];
   const sinks: Sink[] = [];
@@ -419,13 +439,7 @@ async function measureSide(side: Side, w: Workload, steps: number[], windowS: nu
       // Add subscribers up to n, four setting up at a time.
       while (sinks.length < n) {
         const batch = Math.min(4, n - sinks.length);
-        const made = await Promise.all(
-          Array.from({ length: batch }, async () => {
-            const sink = new Sink();
-            const r = await side.subscribe(sink);
-            return { sink, ...r };
-          }),
-        );
+        const made = await Promise.all(Array.from({ length: batch }, subscribeOne));
         for (const m of made) {
           sinks.push(m.sink);
           peers.push(m.pc);
@@ -501,10 +515,11 @@ function report(results: SideResult[]): string {
       Number.isFinite(us) && us > 0 ? int(1e6 / (us * pps)) : '–',
       ms(pct(r.setup, 50)),
       ms(pct(r.setup, 99)),
+      int(r.setupFailures),
     ];
   });
   return table(
-    ['server', 'media', 'subs <1% loss', 'first >1% loss', 'fwd Mbit/s', 'server cores', 'Mbit/s per core', 'subs per core', 'µs CPU/pkt', 'subs per core (CPU)', 'setup p50 ms', 'setup p99 ms'],
+    ['server', 'media', 'subs <1% loss', 'first >1% loss', 'fwd Mbit/s', 'server cores', 'Mbit/s per core', 'subs per core', 'µs CPU/pkt', 'subs per core (CPU)', 'setup p50 ms', 'setup p99 ms', 'setups retried'],
     rows,
     [0, 1],
   );
