@@ -1,7 +1,8 @@
 /**
  * Real browsers through the forwarder: two headless Chromium pages with fake media devices. One
  * publishes its camera track, the other pulls it by session id and track name; the subscriber's
- * `getStats()` must show decoded frames. Both pages are served from `localhost` and call the media
+ * `getStats()` must show decoded frames. A simulcast publisher's pulled layer follows `preferredRid`
+ * and `tracks/update` (the decoded width changes). Both pages are served from `localhost` and call the media
  * host on `127.0.0.1`, so every request is cross-origin and goes through the CORS preflight.
  * A second, non-browser stack (Debian python3-aiortc) publishes generated video that Chromium pulls
  * and decodes. With `iceTransportPolicy: 'relay'` and the relay's own credentials, both pages

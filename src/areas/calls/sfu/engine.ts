@@ -677,13 +677,6 @@ export class Forwarder {
     });
   }
 
-  /** The simulcast layer each pulled track of the session is receiving now (for tests and state). */
-  layersOf(s: Session): Record<string, string | undefined> {
-    const out: Record<string, string | undefined> = {};
-    for (const p of s.pulled.values()) out[p.mid] = p.current;
-    return out;
-  }
-
   state(s: Session): { sessionId: string; tracks: TrackResult[]; dataChannels: TrackResult[] } {
     const tracks: TrackResult[] = [
       ...[...s.published.values()].map((p) => ({ location: 'local', mid: p.mid, trackName: p.trackName, status: p.status })),
