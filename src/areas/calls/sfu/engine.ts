@@ -702,16 +702,26 @@ export class Forwarder {
     return { requiresImmediateRenegotiation: true, sessionDescription: await this.offer(s) };
   }
 
-  async newDataChannels(
+  /**
+   * `datachannels/new` as the media host runs it: channels open over DTLS, and a client that saw
+   * its ICE connect may call before the handshake ended, so this waits for `connected` first.
+   */
+  async openDataChannels(
     s: Session,
     items: Array<{ location: 'local' | 'remote'; dataChannelName: string; sessionId?: string }>,
   ): Promise<TrackResult[]> {
+    if (s.pc?.sctpTransport) await this.waitConnected(s, 'opening data channels');
+    return this.newDataChannels(s, items);
+  }
+
+  newDataChannels(
+    s: Session,
+    items: Array<{ location: 'local' | 'remote'; dataChannelName: string; sessionId?: string }>,
+  ): TrackResult[] {
     const pc = s.pc;
     if (!pc?.sctpTransport) {
       throw new SfuError(400, 'session_error', 'this session has no data channel transport yet: create it with sessions/new {sessionDescription: offer} (the offer carrying an application m-line) or datachannels/establish');
     }
-    // Channels open over DTLS: a client that saw ICE connect may call before the handshake ends.
-    await this.waitConnected(s, 'opening data channels');
     return items.map((item) => {
       const ref: TrackResult = { location: item.location, dataChannelName: item.dataChannelName, ...(item.sessionId ? { sessionId: item.sessionId } : {}) };
       if (s.nextChannelId >= MAX_CHANNEL_ID) return { ...ref, errorCode: 'invalid_params', errorDescription: 'no data channel ids left in this session' };
