@@ -150,6 +150,10 @@ export interface Config {
   browserAiUrl?: string;
   browserAiModel?: string;
   browserAiKey?: string;
+  /** Media forwarding: a published track that carries no media this long is collected, ms (platform: 30 s). */
+  sfuTrackIdleMs: number;
+  /** Media forwarding: operations wait this long for a peer connection to be connected, ms (platform: 5 s). */
+  sfuConnectWaitMs: number;
 }
 
 export const DEFAULTS: Config = {
@@ -207,6 +211,8 @@ export const DEFAULTS: Config = {
   browserSessions: 6,
   browserTimeoutMs: 30_000,
   browserAllow: [],
+  sfuTrackIdleMs: 30_000,
+  sfuConnectWaitMs: 5_000,
 };
 
 interface OptionSpec {
@@ -686,6 +692,20 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_BROWSER_AI_KEY',
     type: 'string',
     help: 'bearer key sent to --browser-ai-url',
+  },
+  {
+    key: 'sfuTrackIdleMs',
+    flag: 'sfu-track-idle-ms',
+    env: 'OUTPOST_SFU_TRACK_IDLE_MS',
+    type: 'int',
+    help: 'media forwarding: collect a published track after this long without media, ms (default 30000)',
+  },
+  {
+    key: 'sfuConnectWaitMs',
+    flag: 'sfu-connect-wait-ms',
+    env: 'OUTPOST_SFU_CONNECT_WAIT_MS',
+    type: 'int',
+    help: 'media forwarding: how long operations wait for a peer connection to connect, ms (default 5000)',
   },
 ];
 

@@ -15,12 +15,14 @@
  * Media forwarding (sfu/): apps at `/accounts/{account_id}/calls/apps` (secret returned once);
  * the media host at `/v1/apps/{appId}/…` on the API port (bearer app secret, CORS): sessions,
  * tracks push/pull/close (by `mid` with `force`, or by `trackName`), renegotiate, tracks/update,
- * data channels; werift peer connections, ICE-lite, RTP forwarded without transcoding.
+ * data channels; werift peer connections, ICE-lite, RTP forwarded without transcoding; simulcast
+ * layers by `preferredRid` (sfu/layers.ts); operations wait `--sfu-connect-wait-ms` (5 s) for
+ * `connected`, silent tracks are collected after `--sfu-track-idle-ms` (30 s).
  * LIMITATIONS: relay — no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not
  * served. Forwarder — VP8 and Opus only; sessions live in this process (not shared between nodes,
- * lost on restart); FIR is passed to publishers as PLI; no TWCC; each session has its own UDP port;
- * simulcast layer selection stalls after the first frames with a Chromium publisher; WebSocket
- * adapters are not implemented.
+ * lost on restart); FIR is passed to publishers as PLI; no TWCC (publishers get a fixed REMB
+ * ceiling so browsers send every simulcast layer); simulcast switching understands VP8 only; each
+ * session has its own UDP port; WebSocket adapters are not implemented.
  */
 import { isIP } from 'node:net';
 import { defineArea, type AreaContext } from '../../core/area.ts';
@@ -63,7 +65,7 @@ export default defineArea({
     const sfuLog = log.child({ area: 'sfu' });
     // Peer connections gather on the API listen address when it is one IPv4 address.
     const sfuAddress = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
-    const sfu = new Forwarder({ address: sfuAddress, trackIdleMs: 30_000, log: (level, msg, fields) => sfuLog[level](fields ?? {}, msg) });
+    const sfu = new Forwarder({ address: sfuAddress, trackIdleMs: config.sfuTrackIdleMs, connectWaitMs: config.sfuConnectWaitMs, log: (level, msg, fields) => sfuLog[level](fields ?? {}, msg) });
     mountAppRoutes(ctx, (appId) => void sfu.closeApp(appId));
     mountSfuRoutes(ctx, sfu);
 

@@ -1,7 +1,8 @@
 /**
  * Real browsers through the forwarder: two headless Chromium pages with fake media devices. One
  * publishes its camera track, the other pulls it by session id and track name; the subscriber's
- * `getStats()` must show decoded frames. Both pages are served from `localhost` and call the media
+ * `getStats()` must show decoded frames. A simulcast publisher's pulled layer follows `preferredRid`
+ * and `tracks/update` (the decoded width changes). Both pages are served from `localhost` and call the media
  * host on `127.0.0.1`, so every request is cross-origin and goes through the CORS preflight.
  * A second, non-browser stack (Debian python3-aiortc) publishes generated video that Chromium pulls
  * and decodes. With `iceTransportPolicy: 'relay'` and the relay's own credentials, both pages
@@ -14,7 +15,7 @@ import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
 
@@ -129,14 +130,72 @@ const DATACHANNELS = String.raw`async (base, secret) => {
   return { answerType: one.answerType, local, remote, received, stateOne, stateTwo, closed, afterClose: received.length - before, closedAgain };
 }`;
 
+/**
+ * Simulcast: one page publishes two layers (rid a: 640×360, rid b: 320×180) and pulls its own
+ * track with `preferredRid` b, then switches with `tracks/update` by the receiving mid. Returns the
+ * decoded frame width seen after each step.
+ */
+const SIMULCAST = String.raw`async (base, secret) => {
+  const media = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 360 }, audio: false });
+  const pub = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+  const tx = pub.addTransceiver(media.getVideoTracks()[0], { direction: 'sendonly', sendEncodings: [{ rid: 'a' }, { rid: 'b', scaleResolutionDownBy: 2 }] });
+  const { sessionId } = await sfu(base, secret, 'POST', '/sessions/new');
+  await pub.setLocalDescription(await pub.createOffer());
+  const push = await sfu(base, secret, 'POST', '/sessions/' + sessionId + '/tracks/new', {
+    sessionDescription: { type: 'offer', sdp: pub.localDescription.sdp },
+    tracks: [{ location: 'local', mid: tx.mid, trackName: 'layers' }],
+  });
+  await pub.setRemoteDescription(push.sessionDescription);
+  await connected(pub, 10000);
+  const sub = new RTCPeerConnection({ bundlePolicy: 'max-bundle' });
+  const { sessionId: subId } = await sfu(base, secret, 'POST', '/sessions/new');
+  const pull = await sfu(base, secret, 'POST', '/sessions/' + subId + '/tracks/new', {
+    tracks: [{ location: 'remote', sessionId, trackName: 'layers', simulcast: { preferredRid: 'b' } }],
+  });
+  await sub.setRemoteDescription(pull.sessionDescription);
+  await sub.setLocalDescription(await sub.createAnswer());
+  await sfu(base, secret, 'PUT', '/sessions/' + subId + '/renegotiate', { sessionDescription: { type: 'answer', sdp: sub.localDescription.sdp } });
+  await connected(sub, 10000);
+  const mid = pull.tracks[0].mid;
+  const inbound = async () => {
+    let out = { width: 0, frames: 0 };
+    (await sub.getStats()).forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') out = { width: s.frameWidth || 0, frames: s.framesDecoded || 0 }; });
+    return out;
+  };
+  const waitWidth = async (ok) => {
+    let v = await inbound();
+    for (let i = 0; i < 100 && !(v.frames > 0 && ok(v.width)); i++) { await new Promise((r) => setTimeout(r, 100)); v = await inbound(); }
+    return v;
+  };
+  const layers = async () => {
+    const out = [];
+    (await pub.getStats()).forEach((s) => { if (s.type === 'outbound-rtp') out.push(s.rid + ' ' + s.frameWidth + 'px ' + s.framesEncoded + ' frames ' + s.qualityLimitationReason); });
+    return out.join(', ');
+  };
+  const steps = [];
+  steps.push({ step: 'pull b', ...(await waitWidth((w) => w > 0 && w <= 320)) });
+  const up = await sfu(base, secret, 'PUT', '/sessions/' + subId + '/tracks/update', { tracks: [{ location: 'remote', mid, simulcast: { preferredRid: 'a' } }] });
+  steps.push({ step: 'update a', ...(await waitWidth((w) => w > 320)), answer: up, publisher: await layers() });
+  await sfu(base, secret, 'PUT', '/sessions/' + subId + '/tracks/update', { tracks: [{ location: 'remote', mid, simulcast: { preferredRid: 'b' } }] });
+  steps.push({ step: 'update b', ...(await waitWidth((w) => w > 0 && w <= 320)) });
+  const wrong = await sfu(base, secret, 'PUT', '/sessions/' + subId + '/tracks/update', { tracks: [{ location: 'remote', mid: 'no-such-mid', simulcast: { preferredRid: 'a' } }] });
+  pub.close();
+  sub.close();
+  return { steps, mid, wrong };
+}`;
+
 let t: TestServer | undefined;
 let app: SfuApp;
 let browser: Browser | undefined;
 let profile: string | undefined;
 let skipReason: string | undefined;
 
+/** Pages of the running test; closed after it so no capture stays open into the next test. */
+const openPages: Page[] = [];
+
 async function openPage(b: Browser, origin: string): Promise<Page> {
   const page = await b.newPage();
+  openPages.push(page);
   await page.goto(`${origin}/healthz`);
   await page.evaluate(HELPERS);
   return page;
@@ -154,6 +213,10 @@ beforeAll(async () => {
   profile = mkdtempSync(join(tmpdir(), 'outpost-sfu-chromium-'));
   browser = await puppeteer.launch({ executablePath: CHROMIUM, args: FLAGS, userDataDir: profile, headless: true });
 }, 60_000);
+
+afterEach(async () => {
+  for (const page of openPages.splice(0)) await page.close().catch(() => undefined);
+});
 
 afterAll(async () => {
   await browser?.close();
@@ -179,6 +242,26 @@ describe('Chromium through the forwarder', () => {
     if (sub.framesDecoded === 0) console.log('subscriber stats', sub);
     expect(sub.framesDecoded).toBeGreaterThan(0);
     expect(sub.frameWidth).toBe(320);
+  }, 60_000);
+
+  it('simulcast: preferredRid picks the pulled layer and tracks/update switches it both ways', async (ctx) => {
+    if (skipReason) return ctx.skip();
+    const base = `${t!.url}/v1/apps/${app.uid}`;
+    const page = await openPage(browser!, t!.url.replace('127.0.0.1', 'localhost'));
+    const r = (await page.evaluate(`(${SIMULCAST})(${JSON.stringify(base)}, ${JSON.stringify(app.secret)})`)) as {
+      steps: Array<{ step: string; width: number; frames: number; answer?: any; publisher?: string }>;
+      mid: string;
+      wrong: any;
+    };
+    console.log('simulcast layers received:', r.steps.map((x) => `${x.step}: ${x.width} px after ${x.frames} frames`).join('; '), '; publisher sent:', r.steps[1].publisher);
+    const [b1, a, b2] = r.steps;
+    expect(b1.width).toBe(320);
+    expect(a.width).toBe(640);
+    expect(a.frames).toBeGreaterThan(b1.frames);
+    expect(a.answer).toMatchObject({ requiresImmediateRenegotiation: false, tracks: [{ location: 'remote', mid: r.mid, trackName: 'layers', simulcast: { preferredRid: 'a' } }] });
+    expect(b2.width).toBe(320);
+    expect(b2.frames).toBeGreaterThan(a.frames);
+    expect(r.wrong.tracks[0].errorCode).toBe('update_track_error');
   }, 60_000);
 
   it('data channels: a session opened with an offer publishes a channel that another session pulls', async (ctx) => {

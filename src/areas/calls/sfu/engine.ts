@@ -3,7 +3,9 @@
  * (session, trackName), pulled tracks fed from them. RTP is forwarded as received (no
  * transcoding): each subscriber's sender rewrites SSRC, payload type, sequence numbers and
  * timestamps for its own SRTP context and keeps a history for NACK retransmission. PLI and FIR
- * from subscribers become PLIs to the publisher. Data channels are one-way fan-outs: a publisher's
+ * from subscribers become PLIs to the publisher (per simulcast layer). Simulcast: each subscriber
+ * gets one layer, chosen and switched at keyframes as layers.ts describes. Video publishers get a
+ * REMB ceiling so browsers turn on every layer. Data channels are one-way fan-outs: a publisher's
  * `local` channel feeds every `remote` channel pulled from it.
  */
 import { randomUUID } from 'node:crypto';
@@ -12,7 +14,9 @@ import {
   RTCPeerConnection,
   RTCRtpCodecParameters,
   RtcpPayloadSpecificFeedback,
+  RtpPacket,
   useAbsSendTime,
+  ReceiverEstimatedMaxBitrate,
   useNACK,
   usePLI,
   useFIR,
@@ -22,10 +26,10 @@ import {
   useSdesRTPStreamId,
   type RTCDataChannel,
   type RTCRtpTransceiver,
-  type RtpPacket,
   type RtcpPacket,
 } from 'werift';
 import { hexId } from '../../../core/ids.ts';
+import { chooseLayer, OutputStream, vp8Fields, type LayerPrefs } from './layers.ts';
 
 /** FMT of a Full Intra Request in a payload-specific feedback packet (RFC 5104). */
 const FIR_FMT = 4;
@@ -57,6 +61,8 @@ export interface ForwarderOptions {
   address?: string;
   /** Silence after which a published track is collected (platform: 30 s). */
   trackIdleMs: number;
+  /** How long operations wait for a peer connection to reach `connected` (platform: 5 s). */
+  connectWaitMs?: number;
   log: (level: 'info' | 'warn' | 'debug', msg: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -71,9 +77,13 @@ interface Published {
   /** Publisher tracks (one per simulcast layer) already feeding subscribers. */
   attached: WeakSet<MediaStreamTrack>;
   lastPacketAt: number;
-  lastKeyframeRequest: number;
-  /** Simulcast layers seen so far, by rid. */
-  rids: Set<string>;
+  /** Last keyframe request per layer (rid, or '' for a track without layers). */
+  keyframeRequests: Map<string, number>;
+  /** Simulcast layers: when each rid last carried a packet. */
+  layerSeen: Map<string, number>;
+  /** Simulcast layers: the SSRC of each rid (werift's per-rid tracks do not carry it). */
+  layerSsrc: Map<string, number>;
+  lastRembAt: number;
 }
 
 interface Pulled {
@@ -84,11 +94,11 @@ interface Pulled {
   transceiver: RTCRtpTransceiver;
   source?: Published;
   status: 'active' | 'inactive';
-  /** Simulcast layer forwarded to this subscriber (undefined: the only layer). */
-  rid?: string;
-  preferredRid?: string;
-  /** Set when the layer changed: the next packet of the new layer restarts numbering. */
-  switching: boolean;
+  /** Simulcast layer being forwarded to this subscriber (undefined: none yet, or no layers). */
+  current?: string;
+  prefs: LayerPrefs;
+  /** This subscriber's numbering across layer switches. */
+  out: OutputStream;
 }
 
 interface Channel {
@@ -109,7 +119,7 @@ export interface TrackItem {
   sessionId?: string;
   kind?: string;
   bidirectionalMediaStream?: boolean;
-  simulcast?: { preferredRid?: string };
+  simulcast?: { preferredRid?: string; priorityOrdering?: string; ridNotAvailable?: string };
 }
 
 export type TrackResult = Record<string, unknown>;
@@ -145,6 +155,14 @@ const headerExtensions = {
   audio: [useSdesMid()],
   video: [useSdesMid(), useSdesRTPStreamId(), useRepairedRtpStreamId(), useAbsSendTime()],
 };
+/**
+ * The bandwidth a video publisher is told it may use (REMB, once a second). A browser starts near
+ * 300 kbit/s and, without feedback, keeps its higher simulcast layers off; a REMB in its first
+ * seconds lets it start all layers at once. This is a ceiling, not a measurement (as Janus does
+ * with its room bitrate): the browser still backs off on loss its receiver reports show.
+ */
+const PUBLISHER_REMB_BPS = 5_000_000;
+const REMB_INTERVAL_MS = 1_000;
 
 /** A description must look like SDP before werift sees it. */
 export function checkSdp(desc: { type?: unknown; sdp?: unknown } | undefined, want: 'offer' | 'answer' | 'any'): SessionDescription {
@@ -166,9 +184,36 @@ export class Forwarder {
   private readonly gone = new Set<string>();
   private sweepTimer: NodeJS.Timeout;
 
+  private readonly connectWaitMs: number;
+
   constructor(private readonly opts: ForwarderOptions) {
-    this.sweepTimer = setInterval(() => this.sweep(), 2_000);
+    this.connectWaitMs = opts.connectWaitMs ?? CONNECT_WAIT_MS;
+    // Sweep often enough that a short idle time (tests) is honoured within a fraction of it.
+    this.sweepTimer = setInterval(() => this.sweep(), Math.max(100, Math.min(2_000, Math.floor(opts.trackIdleMs / 4))));
     this.sweepTimer.unref();
+  }
+
+  /**
+   * Waits up to the connect wait for the session's peer connection to be `connected`; a session
+   * that is still negotiating after it is 425 session_error (the platform's "not yet connected").
+   */
+  async waitConnected(s: Session, what: string): Promise<void> {
+    const pc = s.pc;
+    if (!pc) throw new SfuError(425, 'session_error', `session ${s.id} has no peer connection yet: ${what} needs one (negotiate first)`);
+    if (pc.connectionState === 'connected') return;
+    const ok = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => done(false), this.connectWaitMs);
+      const sub = pc.connectionStateChange.subscribe((st) => {
+        if (st === 'connected') done(true);
+        else if (st === 'failed' || st === 'closed') done(false);
+      });
+      function done(v: boolean) {
+        clearTimeout(timer);
+        sub.unSubscribe();
+        resolve(v);
+      }
+    });
+    if (!ok) throw new SfuError(425, 'session_error', `session ${s.id} is not connected (${pc.connectionState}) after ${this.connectWaitMs} ms: ${what} needs a connected peer connection`);
   }
 
   get sessionCount(): number {
@@ -301,6 +346,15 @@ export class Forwarder {
     autoDiscover: boolean,
   ): Promise<{ requiresImmediateRenegotiation: boolean; sessionDescription?: SessionDescription; tracks: TrackResult[] }> {
     const results: TrackResult[] = [];
+    // Pulling from a publisher that is still connecting (a pull right after its push) waits for it.
+    const waited = new Set<Session>();
+    for (const item of items) {
+      if (item.location !== 'remote' || !item.sessionId || !item.trackName) continue;
+      const owner = this.apps.get(s.appId)?.get(item.sessionId);
+      if (!owner || waited.has(owner) || owner.published.get(item.trackName)?.status !== 'active') continue;
+      waited.add(owner);
+      await this.waitConnected(owner, `pulling ${item.trackName} from it`);
+    }
     let pc: RTCPeerConnection | undefined;
     if (offer) pc = await this.applyOffer(s, offer);
     const claimed = new Set([...s.published.values()].filter((p) => p.status === 'active').map((p) => p.mid));
@@ -364,8 +418,10 @@ export class Forwarder {
       subscribers: new Set(),
       attached: new WeakSet(),
       lastPacketAt: Date.now(),
-      lastKeyframeRequest: 0,
-      rids: new Set(),
+      keyframeRequests: new Map(),
+      layerSeen: new Map(),
+      layerSsrc: new Map(),
+      lastRembAt: 0,
     };
     s.published.set(item.trackName, pub);
     this.attach(pub);
@@ -411,8 +467,8 @@ export class Forwarder {
       transceiver: t,
       source,
       status: 'active',
-      preferredRid: item.simulcast?.preferredRid,
-      switching: false,
+      prefs: layerPrefs(item.simulcast),
+      out: new OutputStream(source.kind === 'audio' ? 48_000 : 90_000),
     };
     this.link(pulled, source);
     if (t.mid) s.pulled.set(t.mid, pulled);
@@ -424,15 +480,14 @@ export class Forwarder {
   private link(pulled: Pulled, source: Published): void {
     source.subscribers.add(pulled);
     pulled.source = source;
-    pulled.rid = pickRid(source.rids, pulled.preferredRid);
     const sender = pulled.transceiver.sender;
-    sender.onPictureLossIndication.subscribe(() => pulled.source && this.requestKeyframe(pulled.source));
+    sender.onPictureLossIndication.subscribe(() => pulled.source && this.requestKeyframe(pulled.source, pulled.current));
     sender.onRtcp.subscribe((pkt: RtcpPacket) => {
       if (pkt.type === RtcpPayloadSpecificFeedback.type && (pkt as RtcpPayloadSpecificFeedback).feedback?.count === FIR_FMT && pulled.source) {
-        this.requestKeyframe(pulled.source);
+        this.requestKeyframe(pulled.source, pulled.current);
       }
     });
-    this.requestKeyframe(source);
+    this.requestKeyframe(source, chooseLayer(source.layerSeen, pulled.prefs, Date.now()));
   }
 
   /** Subscribes the forwarder to every layer of a published track (idempotent). */
@@ -440,43 +495,91 @@ export class Forwarder {
     for (const track of pub.transceiver.receiver.tracks) {
       if (pub.attached.has(track)) continue;
       pub.attached.add(track);
-      if (track.rid) {
-        pub.rids.add(track.rid);
-        for (const sub of pub.subscribers) if (sub.rid === undefined) sub.rid = pickRid(pub.rids, sub.preferredRid);
-      }
       track.onReceiveRtp.subscribe((rtp: RtpPacket) => this.forward(pub, track, rtp));
     }
   }
 
+  /**
+   * One packet of a published track to its subscribers. With simulcast, each subscriber gets the
+   * layer `chooseLayer` names; a change of layer waits for a keyframe of the new one (asked for
+   * with a PLI) while the old layer keeps flowing, so the picture never freezes on a switch.
+   */
   private forward(pub: Published, track: MediaStreamTrack, rtp: RtpPacket): void {
-    pub.lastPacketAt = Date.now();
+    const now = Date.now();
+    pub.lastPacketAt = now;
+    const rid = track.rid;
+    if (rid !== undefined) {
+      pub.layerSeen.set(rid, now);
+      if (pub.layerSsrc.get(rid) !== rtp.header.ssrc) {
+        pub.layerSsrc.set(rid, rtp.header.ssrc);
+        pub.lastRembAt = 0;
+      }
+    }
+    if (pub.kind === 'video' && now - pub.lastRembAt >= REMB_INTERVAL_MS) {
+      pub.lastRembAt = now;
+      this.sendRemb(pub, rtp.header.ssrc);
+    }
     if (pub.status !== 'active' || pub.subscribers.size === 0) return;
-    let buf: Buffer | undefined;
+    // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
+    // abs-send-time, transport-cc); the publisher's ids would mean other things on its side.
+    rtp.header.extensions = [];
+    const buf = rtp.serialize();
+    const vp8 = pub.kind === 'video' ? vp8Fields(rtp.payload) : undefined;
     for (const sub of pub.subscribers) {
       if (sub.status !== 'active') continue;
-      if (track.rid !== undefined && sub.rid !== undefined && sub.rid !== track.rid) continue;
-      const sender = sub.transceiver.sender;
-      if (sub.switching) {
-        // First packet of a new layer: continue the subscriber's numbering from here.
-        sender.replaceRTP(rtp.header, true);
-        sub.switching = false;
+      if (rid !== undefined) {
+        const target = chooseLayer(pub.layerSeen, sub.prefs, now);
+        if (target === undefined) continue;
+        if (rid !== target) {
+          // Keep the current layer flowing until the target's keyframe arrives.
+          if (rid !== sub.current) continue;
+          this.requestKeyframe(pub, target);
+        } else if (rid !== sub.current) {
+          if (!vp8?.keyframe) {
+            this.requestKeyframe(pub, target);
+            continue;
+          }
+          this.opts.log('debug', 'sfu simulcast layer switch', { session: sub.session.id, mid: sub.mid, from: sub.current, to: rid });
+          sub.current = rid;
+        }
       }
-      if (!buf) {
-        // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
-        // abs-send-time); the publisher's ids would mean other things on the subscriber's side.
-        rtp.header.extensions = [];
-        buf = rtp.serialize();
-      }
-      sender.sendRtp(buf).catch(() => undefined);
+      const pkt = RtpPacket.deSerialize(buf);
+      sub.out.rewrite(pkt, vp8, now);
+      sub.transceiver.sender.sendRtp(pkt).catch(() => undefined);
     }
   }
 
-  requestKeyframe(pub: Published): void {
-    const now = Date.now();
-    if (pub.kind !== 'video' || now - pub.lastKeyframeRequest < KEYFRAME_MIN_INTERVAL_MS) return;
-    pub.lastKeyframeRequest = now;
+  private sendRemb(pub: Published, ssrc: number): void {
     const receiver = pub.transceiver.receiver;
-    for (const track of receiver.tracks) if (track.ssrc !== undefined) receiver.sendRtcpPLI(track.ssrc).catch(() => undefined);
+    const ssrcs = new Set<number>([ssrc, ...pub.layerSsrc.values()]);
+    let exp = 0;
+    while (PUBLISHER_REMB_BPS / 2 ** exp >= 2 ** 18) exp++;
+    const feedback = new ReceiverEstimatedMaxBitrate({
+      senderSsrc: receiver.rtcpSsrc,
+      mediaSsrc: 0,
+      ssrcNum: ssrcs.size,
+      ssrcFeedbacks: [...ssrcs],
+      brExp: exp,
+      brMantissa: Math.floor(PUBLISHER_REMB_BPS / 2 ** exp),
+    });
+    receiver.dtlsTransport.sendRtcp([new RtcpPayloadSpecificFeedback({ feedback })]).catch(() => undefined);
+  }
+
+  /** Asks the publisher for a keyframe of one layer (all layers when `rid` is undefined), rate-limited per layer. */
+  requestKeyframe(pub: Published, rid?: string): void {
+    if (pub.kind !== 'video') return;
+    const now = Date.now();
+    const key = rid ?? '';
+    if (now - (pub.keyframeRequests.get(key) ?? 0) < KEYFRAME_MIN_INTERVAL_MS) return;
+    pub.keyframeRequests.set(key, now);
+    const receiver = pub.transceiver.receiver;
+    const ssrcs = new Set<number>();
+    if (rid !== undefined && pub.layerSsrc.has(rid)) ssrcs.add(pub.layerSsrc.get(rid)!);
+    else if (rid === undefined) {
+      for (const ssrc of pub.layerSsrc.values()) ssrcs.add(ssrc);
+      for (const track of receiver.tracks) if (track.ssrc !== undefined) ssrcs.add(track.ssrc);
+    }
+    for (const ssrc of ssrcs) receiver.sendRtcpPLI(ssrc).catch(() => undefined);
   }
 
   async renegotiate(s: Session, desc: SessionDescription): Promise<{ sessionDescription?: SessionDescription }> {
@@ -545,27 +648,32 @@ export class Forwarder {
     pulled.source = undefined;
   }
 
-  /** Simulcast: switch a pulled track to another layer of its source. */
+  /**
+   * Simulcast: changes the layer preferences of pulled tracks. A track is named by its receiving
+   * `mid`; when the item also names `sessionId` and `trackName` (as the platform's own simulcast
+   * example does, with the publisher's mid), those pick the pulled track.
+   */
   updateTracks(s: Session, items: TrackItem[]): TrackResult[] {
     return items.map((item) => {
-      const pulled = item.mid !== undefined ? s.pulled.get(item.mid) : undefined;
-      if (!pulled || pulled.status !== 'active') {
-        return { ...item, errorCode: 'update_track_error', errorDescription: `no active pulled track with mid ${item.mid ?? '(none)'}` };
+      const active = [...s.pulled.values()].filter((p) => p.status === 'active');
+      const pulled =
+        (item.sessionId && item.trackName ? active.find((p) => p.sessionId === item.sessionId && p.trackName === item.trackName) : undefined) ??
+        (item.mid !== undefined ? active.find((p) => p.mid === item.mid) : undefined);
+      if (!pulled || item.location !== 'remote') {
+        return { ...item, errorCode: 'update_track_error', errorDescription: `no active pulled track with mid ${item.mid ?? '(none)'}${item.trackName ? ` or trackName ${item.trackName}` : ''} in this session` };
       }
-      const want = item.simulcast?.preferredRid;
-      if (want !== undefined) {
-        pulled.preferredRid = want;
-        const next = pickRid(pulled.source?.rids ?? new Set(), want);
-        if (next !== pulled.rid) {
-          pulled.rid = next;
-          pulled.switching = true;
-          if (pulled.source) {
-            pulled.source.lastKeyframeRequest = 0;
-            this.requestKeyframe(pulled.source);
-          }
-        }
+      if (item.simulcast) {
+        pulled.prefs = layerPrefs(item.simulcast);
+        // The forwarding loop switches at the new layer's next keyframe: ask for it now.
+        if (pulled.source) this.requestKeyframe(pulled.source, chooseLayer(pulled.source.layerSeen, pulled.prefs, Date.now()));
       }
-      return { location: 'remote', mid: pulled.mid, sessionId: pulled.sessionId, trackName: pulled.trackName, ...(pulled.rid ? { simulcast: { preferredRid: pulled.rid } } : {}) };
+      return {
+        location: 'remote',
+        mid: pulled.mid,
+        sessionId: pulled.sessionId,
+        trackName: pulled.trackName,
+        ...(pulled.prefs.preferredRid !== undefined ? { simulcast: { preferredRid: pulled.prefs.preferredRid } } : {}),
+      };
     });
   }
 
@@ -592,6 +700,18 @@ export class Forwarder {
     const pc = this.ensurePc(s);
     if (!pc.sctpTransport) pc.createDataChannel('sfu-transport', { negotiated: true, id: MAX_CHANNEL_ID });
     return { requiresImmediateRenegotiation: true, sessionDescription: await this.offer(s) };
+  }
+
+  /**
+   * `datachannels/new` as the media host runs it: channels open over DTLS, and a client that saw
+   * its ICE connect may call before the handshake ended, so this waits for `connected` first.
+   */
+  async openDataChannels(
+    s: Session,
+    items: Array<{ location: 'local' | 'remote'; dataChannelName: string; sessionId?: string }>,
+  ): Promise<TrackResult[]> {
+    if (s.pc?.sctpTransport) await this.waitConnected(s, 'opening data channels');
+    return this.newDataChannels(s, items);
   }
 
   newDataChannels(
@@ -711,8 +831,6 @@ function noteRemoteDirections(pc: RTCPeerConnection): void {
   for (const t of pc.getTransceivers()) if (t.mid && byMid.has(t.mid)) remoteDirections.set(t, byMid.get(t.mid)!);
 }
 
-function pickRid(rids: Set<string>, preferred?: string): string | undefined {
-  if (rids.size === 0) return undefined;
-  if (preferred && rids.has(preferred)) return preferred;
-  return [...rids].sort()[0];
+function layerPrefs(sim: TrackItem['simulcast']): LayerPrefs {
+  return { preferredRid: sim?.preferredRid, ridNotAvailable: sim?.ridNotAvailable === 'none' ? 'none' : 'asciibetical' };
 }

@@ -197,7 +197,7 @@ export function mountSfuRoutes(ctx: AreaContext, sfu: Forwarder): void {
   );
 
   route('POST', '/sessions/:session_id/datachannels/new', 'sfu-datachannels-new', 'Publish (local) or subscribe to (remote) data channels; the client opens them negotiated with the returned ids', ChannelsNew, { session: true }, async ({ session, body }) => ({
-    dataChannels: sfu.newDataChannels(session!, body.dataChannels),
+    dataChannels: await sfu.openDataChannels(session!, body.dataChannels),
   }));
 
   route('PUT', '/sessions/:session_id/datachannels/close', 'sfu-datachannels-close', 'Close data channels by id or name', ChannelsClose, { session: true }, async ({ session, body }) => ({
