@@ -150,6 +150,8 @@ export interface Config {
   browserAiUrl?: string;
   browserAiModel?: string;
   browserAiKey?: string;
+  /** Edge HTTPS port (TLS with SNI, HTTP/2, client certificates); unset = no HTTPS listener, 0 = any free port. */
+  edgeTlsPort?: number;
 }
 
 export const DEFAULTS: Config = {
@@ -686,6 +688,13 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_BROWSER_AI_KEY',
     type: 'string',
     help: 'bearer key sent to --browser-ai-url',
+  },
+  {
+    key: 'edgeTlsPort',
+    flag: 'edge-tls-port',
+    env: 'OUTPOST_EDGE_TLS_PORT',
+    type: 'port',
+    help: 'edge HTTPS port with certificates from the local CA (default off; 0 = any free port)',
   },
 ];
 
