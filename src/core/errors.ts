@@ -298,6 +298,13 @@ export const CODES = {
   image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
   image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
   image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
+  // --- API gateway and token validation (Outpost's codes) ---------------------------------------
+  api_gateway_invalid: { code: 10400, status: 400, message: '{0}' },
+  api_gateway_operation_not_found: { code: 10404, status: 404, message: 'Operation {0} not found in this zone' },
+  api_gateway_discovery_not_found: { code: 10405, status: 404, message: 'Discovered operation {0} not found in this zone' },
+  token_config_not_found: { code: 10406, status: 404, message: 'Token validation configuration {0} not found in this zone' },
+  token_rule_not_found: { code: 10407, status: 404, message: 'Token validation rule {0} not found in this zone' },
+  user_schema_not_found: { code: 10408, status: 404, message: 'Schema {0} not found in this zone' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -21,6 +21,7 @@ import { tlsContextPhase } from './tls/phase.ts';
 
 export { PHASE_ORDER, type PinnedRoute } from './server.ts';
 export { tlsClientAuthOf } from './tls/phase.ts';
+export { ruleContext } from './phases/security.ts';
 export type {
   EdgeRequest,
   HostRoute,
