@@ -21,10 +21,9 @@ export type OperationInput = z.infer<typeof OperationInput>;
 /** Renames path variables left to right to `{var1}`, `{var2}`…; 400 when the endpoint is not a path. */
 export function templateEndpoint(endpoint: string): string {
   if (!endpoint.startsWith('/')) throw apiError('api_gateway_invalid', `endpoint must start with "/": ${JSON.stringify(endpoint.slice(0, 100))}`);
+  if (/[{}]/.test(endpoint.replace(/\{[^{}/]*\}/g, ''))) throw apiError('api_gateway_invalid', `endpoint has an unbalanced "{" or "}": ${JSON.stringify(endpoint.slice(0, 100))}`);
   let n = 0;
-  const out = endpoint.replace(/\{[^{}/]*\}/g, () => `{var${++n}}`);
-  if (/[{}]/.test(out)) throw apiError('api_gateway_invalid', `endpoint has an unbalanced "{" or "}": ${JSON.stringify(endpoint.slice(0, 100))}`);
-  return out;
+  return endpoint.replace(/\{[^{}/]*\}/g, () => `{var${++n}}`);
 }
 
 const UUID_SEG = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -40,6 +40,9 @@ export async function checkKeys(keys: unknown[]): Promise<Jwk[]> {
     const kty = k.alg.startsWith('ES') ? 'EC' : k.alg.startsWith('HS') ? 'oct' : 'RSA';
     if (k.kty !== kty) throw apiError('api_gateway_invalid', `${where}.kty must be ${kty} for ${k.alg}`);
     if (kty === 'EC' && k.crv !== CURVE_OF[k.alg]) throw apiError('api_gateway_invalid', `${where}.crv must be ${CURVE_OF[k.alg]} for ${k.alg}`);
+    if (kty === 'RSA' && (typeof k.n !== 'string' || Buffer.from(k.n, 'base64url').length < 256)) {
+      throw apiError('api_gateway_invalid', `${where}.n must be an RSA modulus of at least 2048 bits`);
+    }
     if (k.kid !== undefined && typeof k.kid !== 'string') throw apiError('api_gateway_invalid', `${where}.kid must be a string`);
     try {
       await importJWK(k as JWK, k.alg);
