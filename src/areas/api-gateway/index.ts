@@ -47,10 +47,12 @@ export default defineArea({
   mount(ctx) {
     ctx.permissions.define({ key: 'api_gateway', name: 'API Gateway', scope: 'zone' });
     const log = ctx.log.child({ area: 'api-gateway' });
-    let phase: GatewayPhase | undefined;
-    const store = new GatewayStore(ctx.database, ctx.clock, (zoneId) => phase?.invalidate(zoneId));
+    // Every write drops the zone's cached configuration at the edge.
+    const invalidations: ((zoneId: string) => void)[] = [];
+    const store = new GatewayStore(ctx.database, ctx.clock, (zoneId) => invalidations.forEach((f) => f(zoneId)));
     const discovery = new DiscoveryRecorder(store, log, DISCOVERY_FLUSH_MS);
-    phase = new GatewayPhase(store, ctx.clock, discovery, log);
+    const phase = new GatewayPhase(store, ctx.clock, discovery, log);
+    invalidations.push((zoneId) => phase.invalidate(zoneId));
     ctx.services.optional<EdgeService>(EDGE)?.addPhase(phase.phase());
     mountGatewayRoutes(ctx, store, discovery);
     return {
