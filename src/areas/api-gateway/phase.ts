@@ -13,7 +13,9 @@ import { bufferBody } from './body.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { compileTemplate, METHODS, type HttpMethod, type TemplateMatcher } from './endpoints.ts';
 import { GRAPHQL_MAX_BODY, isGraphqlCandidate, measureGraphql } from './graphql.ts';
-import type { GatewayStore, Operation, Settings, TokenRule } from './store.ts';
+import type { GatewayStore, Operation, Settings, TokenRule, UserSchema } from './store.ts';
+import { BolaTracker, pollutes } from './bola.ts';
+import { compileOpenApi, parseOpenApi, violates, type SchemaOperation } from './schemas.ts';
 import { TokenVerifier } from './tokens.ts';
 
 interface ZoneGateway {
@@ -22,7 +24,11 @@ interface ZoneGateway {
   rules: { rule: TokenRule; test: CompiledRule; hosts?: Set<string>; excludedOps: Set<string> }[];
   operations: { op: Operation; matcher: TemplateMatcher }[];
   hostsWithOperations: Set<string>;
+  schemaOps: { schema: UserSchema; op: SchemaOperation }[];
 }
+
+/** Bodies up to this size are read for schema validation; larger ones pass unread. */
+const SCHEMA_MAX_BODY = 64 * 1024;
 
 const METHOD_SET = new Set<string>(METHODS);
 
@@ -54,6 +60,7 @@ function block(er: EdgeRequest): void {
 
 export class GatewayPhase {
   private readonly zones = new Map<string, Promise<ZoneGateway>>();
+  private readonly bola = new BolaTracker();
 
   constructor(
     private readonly store: GatewayStore,
@@ -78,13 +85,25 @@ export class GatewayPhase {
   }
 
   private async load(zoneId: string): Promise<ZoneGateway> {
-    const [settings, configs, rules, operations] = await Promise.all([
+    const [settings, configs, rules, operations, schemas] = await Promise.all([
       this.store.settings(zoneId),
       this.store.listTokenConfigs(zoneId),
       this.store.listTokenRules(zoneId),
       this.store.listOperations(zoneId),
+      this.store.listSchemas(zoneId),
     ]);
+    const schemaOps: ZoneGateway['schemaOps'] = [];
+    for (const schema of schemas) {
+      if (!schema.validation_enabled && !schema.bola.enabled) continue;
+      try {
+        for (const op of compileOpenApi(parseOpenApi(schema.source))) schemaOps.push({ schema, op });
+      } catch (err) {
+        // Checked at upload; a schema that no longer compiles (a newer validator) is skipped, not fatal.
+        this.log.warn({ zone: zoneId, schema: schema.schema_id, err: (err as Error).message }, 'user schema skipped');
+      }
+    }
     return {
+      schemaOps,
       settings,
       verifiers: configs.map((c) => new TokenVerifier(c)),
       rules: rules
@@ -160,8 +179,41 @@ export class GatewayPhase {
       setField(er, 'cf.api_gateway.jwt_claims_valid', presented > 0 && valid === presented);
     }
 
-    // GraphQL.
     const contentType = String(er.req.headers['content-type'] ?? '');
+
+    // User schemas: validation and BOLA.
+    if (z.schemaOps.length > 0) {
+      for (const { schema, op } of z.schemaOps) {
+        if (op.method !== method || op.host !== er.host) continue;
+        const values = op.matcher.match(path);
+        if (!values) continue;
+        const query = new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
+        if (schema.validation_enabled) {
+          const declared = Number(er.req.headers['content-length']);
+          const body = op.body && /json/i.test(contentType) ? await bufferBody(er, SCHEMA_MAX_BODY) : undefined;
+          const bad = violates(op, values, query, contentType, body, declared);
+          setField(er, 'cf.api_gateway.request_violates_schema', bad);
+          const action = z.settings.schema_validation.validation_default_mitigation_action;
+          if (bad && action !== 'none') {
+            er.matchedRules.push(`api_gateway:schema:${schema.schema_id}`);
+            if (action === 'block') {
+              block(er);
+              this.count(er, method, path, session);
+              return 'handled';
+            }
+          }
+        }
+        if (schema.bola.enabled) {
+          if (pollutes(op.paramNames, query)) setField(er, 'cf.api_gateway.cf-risk-bola-pollution', true);
+          if (session && values.length > 0 && this.bola.record(`${er.route.zoneId} ${method} ${op.host} ${op.endpoint}`, session, values.join('/'), schema.bola.min_sessions)) {
+            setField(er, 'cf.api_gateway.cf-risk-bola-enumeration', true);
+          }
+        }
+        break;
+      }
+    }
+
+    // GraphQL.
     if (isGraphqlCandidate(method, path, contentType, Number(er.req.headers['content-length']))) {
       const body = await bufferBody(er, GRAPHQL_MAX_BODY);
       if (body) {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError } from '../../core/errors.ts';
 import { pageOf, pageQuery } from '../../core/pagination.ts';
+import { parseMultipart } from '../../core/multipart.ts';
 import { parseJson, raw, type Req } from '../../core/router.ts';
 import { validate } from '../../core/validate.ts';
 import { validateRule } from '../../edge/rules/index.ts';
@@ -11,6 +12,8 @@ import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { openapiOf } from './openapi.ts';
 import type { DiscoveryState, GatewayStore, TokenRule } from './store.ts';
+import { compileOpenApi, parseOpenApi } from './schemas.ts';
+import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
 const zoneOf = (req: Req<unknown, unknown>) => req.resolved.zone_id as Zone;
@@ -145,6 +148,69 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'GET', path: `${gw}/settings/graphql_protection`, operationId: 'outpost-api-gateway-graphql-protection-get', summary: 'GraphQL query limits', auth: read, tags }, async (req) => (await store.settings(zoneOf(req).id)).graphql);
   router.add({ method: 'PUT', path: `${gw}/settings/graphql_protection`, operationId: 'outpost-api-gateway-graphql-protection-put', summary: 'Set the GraphQL query limits (null = no limit)', auth: edit, body: GraphqlBody, tags }, async (req) =>
     (await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, graphql: { max_depth: req.body.max_depth, max_size: req.body.max_size } }))).graphql,
+  );
+
+  // --- user schemas ----------------------------------------------------------------------------
+  const SCHEMA = { schema_id: 'uuid' } as const;
+  const schemaView = (s: UserSchema, omitSource = false) => {
+    const { bola: _bola, ...rest } = s;
+    return omitSource ? { ...rest, source: undefined } : rest;
+  };
+  router.add({ method: 'GET', path: `${gw}/user_schemas`, operationId: 'api-shield-schema-validation-retrieve-information-about-all-schemas', summary: 'List user schemas', auth: read, query: ListPage.extend({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
+    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => schemaView(s, req.query.omit_source)), req.query),
+  );
+  router.add({ method: 'POST', path: `${gw}/user_schemas`, operationId: 'api-shield-schema-validation-post-schema', summary: 'Upload an OpenAPI schema (multipart file, or JSON {name, source})', auth: edit, bodyType: 'raw', tags }, async (req) => {
+    const type = req.c.req.header('content-type') ?? '';
+    let name: unknown;
+    let source: unknown;
+    let enabled: unknown;
+    let kind: unknown = 'openapi_v3';
+    if (/multipart\//i.test(type)) {
+      const form = parseMultipart(type, req.raw!);
+      const file = form.files.find((f) => f.field === 'file') ?? form.files[0];
+      source = file?.data.toString('utf8');
+      name = form.fields.name ?? file?.filename;
+      enabled = form.fields.validation_enabled;
+      kind = form.fields.kind ?? kind;
+    } else {
+      const body = parseJson(req.raw!) as Record<string, unknown> | null;
+      if (typeof body !== 'object' || body === null) throw apiError('api_gateway_invalid', 'the body must be a JSON object or a multipart form');
+      name = body.name;
+      source = typeof body.source === 'object' && body.source !== null ? JSON.stringify(body.source) : body.source;
+      enabled = body.validation_enabled;
+      kind = body.kind ?? kind;
+    }
+    if (kind !== 'openapi_v3') throw apiError('api_gateway_invalid', 'kind must be openapi_v3');
+    if (typeof source !== 'string' || source.length === 0) throw apiError('api_gateway_invalid', 'the schema is missing (a multipart part "file", or "source")');
+    if (source.length > 2 * 1024 * 1024) throw apiError('api_gateway_invalid', 'the schema is larger than 2 MB');
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw apiError('api_gateway_invalid', 'name must be 1 to 200 characters');
+    const doc = parseOpenApi(source);
+    const ops = compileOpenApi(doc);
+    const zoneId = zoneOf(req).id;
+    const schema = await store.createSchema(zoneId, { name, kind: 'openapi_v3', source, validation_enabled: enabled === true || enabled === 'true', bola: { enabled: false, min_sessions: 10_000 } });
+    // The schema's operations join the zone's operations, as on the platform.
+    await store.addOperations(zoneId, ops.map((o) => ({ method: o.method, host: o.host, endpoint: o.path })));
+    return { schema: schemaView(schema), upload_details: { warnings: [] } };
+  });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-validation-retrieve-information-about-specific-schema', summary: 'Get a user schema', auth: read, params: SCHEMA, query: z.object({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
+    schemaView(await store.getSchema(zoneOf(req).id, req.params.schema_id), req.query.omit_source),
+  );
+  router.add({ method: 'PATCH', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-validation-enable-validation-for-a-schema', summary: 'Turn validation on or off', auth: edit, params: SCHEMA, body: z.object({ validation_enabled: z.boolean() }), tags }, async (req) =>
+    schemaView(await store.editSchema(zoneOf(req).id, req.params.schema_id, (s) => ({ ...s, validation_enabled: req.body.validation_enabled }))),
+  );
+  router.add({ method: 'DELETE', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-delete-a-schema', summary: 'Delete a user schema', auth: edit, params: SCHEMA, tags }, async (req) => {
+    await store.deleteSchema(zoneOf(req).id, req.params.schema_id);
+    return bare();
+  });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id/bola`, operationId: 'outpost-api-gateway-bola-get', summary: 'BOLA detection on the schema operations', auth: read, params: SCHEMA, tags }, async (req) =>
+    (await store.getSchema(zoneOf(req).id, req.params.schema_id)).bola,
+  );
+  router.add({ method: 'PATCH', path: `${gw}/user_schemas/:schema_id/bola`, operationId: 'outpost-api-gateway-bola-patch', summary: 'Turn BOLA detection on or off ({enabled}, optional min_sessions)', auth: edit, params: SCHEMA, body: z.object({ enabled: z.boolean(), min_sessions: z.number().int().min(1).max(1_000_000).optional() }), tags }, async (req) =>
+    (await store.editSchema(zoneOf(req).id, req.params.schema_id, (s) => ({ ...s, bola: { enabled: req.body.enabled, min_sessions: req.body.min_sessions ?? s.bola.min_sessions } }))).bola,
+  );
+  router.add({ method: 'GET', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-retrieve-information-about-specific-configuration-properties-schema-validation', summary: 'What happens to requests that break their schema', auth: read, tags }, async (req) => (await store.settings(zoneOf(req).id)).schema_validation);
+  router.add({ method: 'PUT', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-set-schema-validation', summary: 'Set the action for requests that break their schema (none, log, block)', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']) }), tags }, async (req) =>
+    (await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, schema_validation: { validation_default_mitigation_action: req.body.validation_default_mitigation_action } }))).schema_validation,
   );
 
   // --- token validation: configurations --------------------------------------------------------

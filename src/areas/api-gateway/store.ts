@@ -44,17 +44,30 @@ export interface AuthIdCharacteristic {
   name: string;
 }
 
+export type Mitigation = 'none' | 'log' | 'block';
+
 export interface Settings {
   auth_id_characteristics: AuthIdCharacteristic[];
   graphql: { max_depth: number | null; max_size: number | null };
-  bola: { enabled: boolean; min_sessions: number };
+  schema_validation: { validation_default_mitigation_action: Mitigation };
 }
 
 export const DEFAULT_SETTINGS: Settings = {
   auth_id_characteristics: [],
   graphql: { max_depth: null, max_size: null },
-  bola: { enabled: false, min_sessions: 10_000 },
+  schema_validation: { validation_default_mitigation_action: 'none' },
 };
+
+export interface UserSchema {
+  schema_id: string;
+  name: string;
+  kind: 'openapi_v3';
+  source: string;
+  validation_enabled: boolean;
+  created_at: string;
+  /** BOLA detection on this schema's operations; `min_sessions` is the platform's 10,000 unless set. */
+  bola: { enabled: boolean; min_sessions: number };
+}
 
 export interface Jwk {
   kty: string;
@@ -94,13 +107,14 @@ const discovered = defineCollection<DiscoveredOperation, 'key' | 'state'>({
 const settingsDocs = defineCollection<Settings>({ kind: 'api_gateway_settings' });
 const tokenConfigs = defineCollection<TokenConfig>({ kind: 'token_validation_config' });
 const tokenRules = defineCollection<TokenRule>({ kind: 'token_validation_rule' });
+const schemas = defineCollection<UserSchema>({ kind: 'api_gateway_user_schema' });
 const SETTINGS_ID = 'settings';
 
 export function opKey(o: { method: string; host: string; endpoint: string }): string {
   return `${o.method} ${o.host.toLowerCase()} ${o.endpoint}`;
 }
 
-const byCreation = <T extends { last_updated: string }>(a: { createdOn: string; id: string; body: T }, b: { createdOn: string; id: string }) =>
+const byCreation = (a: { createdOn: string; id: string }, b: { createdOn: string; id: string }) =>
   a.createdOn < b.createdOn ? -1 : a.createdOn > b.createdOn ? 1 : a.id < b.id ? -1 : 1;
 
 export class GatewayStore {
@@ -270,6 +284,41 @@ export class GatewayStore {
       if (doc) await settingsDocs.update(tx, doc, next, now);
       else await settingsDocs.insert(tx, zoneId, SETTINGS_ID, next, now);
       return next;
+    });
+  }
+
+  // --- user schemas -------------------------------------------------------------------------
+
+  async listSchemas(zoneId: string): Promise<UserSchema[]> {
+    return (await schemas.all(this.database.db, zoneId)).sort(byCreation).map((d) => d.body);
+  }
+
+  async getSchema(zoneId: string, id: string): Promise<UserSchema> {
+    const doc = await schemas.get(this.database.db, zoneId, id);
+    if (!doc) throw apiError('user_schema_not_found', id);
+    return doc.body;
+  }
+
+  async createSchema(zoneId: string, body: Omit<UserSchema, 'schema_id' | 'created_at'>): Promise<UserSchema> {
+    return this.write(zoneId, async (tx) => {
+      const now = this.clock.now();
+      const schema: UserSchema = { schema_id: uuid(), ...body, created_at: now.toISOString() };
+      await schemas.insert(tx, zoneId, schema.schema_id, schema, now);
+      return schema;
+    });
+  }
+
+  async editSchema(zoneId: string, id: string, patch: (s: UserSchema) => UserSchema): Promise<UserSchema> {
+    return this.write(zoneId, async (tx) => {
+      const doc = await schemas.get(tx, zoneId, id);
+      if (!doc) throw apiError('user_schema_not_found', id);
+      return (await schemas.update(tx, doc, patch(doc.body), this.clock.now())).body;
+    });
+  }
+
+  async deleteSchema(zoneId: string, id: string): Promise<void> {
+    await this.write(zoneId, async (tx) => {
+      if (!(await schemas.delete(tx, zoneId, id))) throw apiError('user_schema_not_found', id);
     });
   }
 

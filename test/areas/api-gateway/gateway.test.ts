@@ -55,7 +55,7 @@ beforeAll(async () => {
   caPem = await (await fetch(`${t.api}/edge/tls/ca_certificate`)).text();
   origin = await startOrigin(ORIGIN, echoHandler);
   zone = await createZone(t, 'gw.test');
-  for (const name of ['api', 'shop', 'gql']) await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name, content: ORIGIN, proxied: true, ttl: 1 });
+  for (const name of ['api', 'shop', 'gql', 'orders']) await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name, content: ORIGIN, proxied: true, ttl: 1 });
   const pair = await generateKeyPair('RS256', { extractable: true });
   signer = pair.privateKey as CryptoKey;
   publicJwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256' };
@@ -280,6 +280,103 @@ describe('discovery and authentication posture', () => {
     expect((await send('/carts/77/items', { host: 'shop.gw.test' })).status).toBe(200);
     expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('unknown endpoint');
     await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+  });
+});
+
+const ORDERS_SCHEMA = {
+  openapi: '3.0.3',
+  info: { title: 'orders', version: '1' },
+  servers: [{ url: 'https://orders.gw.test' }],
+  paths: {
+    '/orders/{orderId}': { get: { parameters: [{ name: 'orderId', in: 'path', required: true, schema: { type: 'integer' } }], responses: { '200': { description: 'ok' } } } },
+    '/orders': {
+      post: {
+        parameters: [{ name: 'dry', in: 'query', schema: { type: 'boolean' } }],
+        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Order' } } } },
+        responses: { '200': { description: 'ok' } },
+      },
+    },
+  },
+  components: { schemas: { Order: { type: 'object', required: ['item', 'qty'], properties: { item: { type: 'string' }, qty: { type: 'integer', minimum: 1 } } } } },
+};
+
+describe('user schemas and BOLA', () => {
+  let schemaId: string;
+  const O = 'orders.gw.test';
+  const custom = (rules: unknown[]) => t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules });
+
+  it('refuses schemas that are not OpenAPI JSON with a host', async () => {
+    expect((await t.call('POST', gw('/user_schemas'), { name: 'x', source: 'openapi: 3.0.0' })).status).toBe(400);
+    const noHost = await t.call('POST', gw('/user_schemas'), { name: 'x', source: { ...ORDERS_SCHEMA, servers: [] } });
+    expect(noHost.status).toBe(400);
+    expect(noHost.body.errors[0].message).toContain('servers');
+    expect((await t.call('POST', gw('/user_schemas'), { name: 'x', source: { openapi: '2.0', paths: {} } })).status).toBe(400);
+  });
+
+  it('validates requests against an uploaded schema (multipart) and marks fallthrough', async () => {
+    const form = new FormData();
+    form.append('file', new Blob([JSON.stringify(ORDERS_SCHEMA)], { type: 'application/json' }), 'orders.json');
+    form.append('name', 'orders');
+    form.append('kind', 'openapi_v3');
+    form.append('validation_enabled', 'true');
+    const up = await fetch(`${t.api}/zones/${zone.id}/api_gateway/user_schemas`, { method: 'POST', headers: { authorization: `Bearer ${t.token}` }, body: form });
+    const uploaded = (await up.json()) as { result: { schema: { schema_id: string; validation_enabled: boolean } } };
+    expect(up.status).toBe(200);
+    schemaId = uploaded.result.schema.schema_id;
+    expect(uploaded.result.schema.validation_enabled).toBe(true);
+    const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
+    expect(ops.some((o: { host: string; endpoint: string }) => o.host === O && o.endpoint === '/orders/{var1}')).toBe(true);
+    await custom([
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } },
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.fallthrough_triggered`, action_parameters: { response: { status_code: 404, content: 'fallthrough', content_type: 'text/plain' } } },
+    ]);
+    const json = { 'content-type': 'application/json' };
+    expect((await send('/orders/12', { host: O })).status).toBe(200);
+    expect((await send('/orders/abc', { host: O })).body).toBe('schema');
+    const good = await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 2 }) });
+    expect(good.status).toBe(200);
+    expect(JSON.parse(good.body).length).toBe(JSON.stringify({ item: 'pen', qty: 2 }).length);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).body).toBe('schema');
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: '{"item": ' })).body).toBe('schema');
+    expect((await send('/orders', { host: O, method: 'POST' })).body).toBe('schema');
+    expect((await send('/orders?dry=maybe', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 1 }) })).body).toBe('schema');
+    expect((await send('/orders?dry=true', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 1 }) })).status).toBe(200);
+    expect((await send('/admin', { host: O })).body).toBe('fallthrough');
+    // The zone's own action, without a custom rule.
+    await custom([]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect((await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'drop' })).status).toBe(400);
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await send('/orders/7', { host: O })).status).toBe(200);
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    const listed = await t.call('GET', gw('/user_schemas?omit_source=true'));
+    expect(listed.body.result[0].source).toBeUndefined();
+    expect(listed.body.result[0].validation_enabled).toBe(false);
+  });
+
+  it('flags an enumerating session and parameter pollution once BOLA is on', async () => {
+    expect((await t.call('GET', gw('/user_schemas/00000000-0000-4000-8000-000000000000/bola'))).status).toBe(404);
+    expect((await t.call('PATCH', gw(`/user_schemas/${schemaId}/bola`), { enabled: 'yes' })).status).toBe(400);
+    expect((await t.call('GET', gw(`/user_schemas/${schemaId}/bola`))).body.result).toEqual({ enabled: false, min_sessions: 10000 });
+    const on = await t.call('PATCH', gw(`/user_schemas/${schemaId}/bola`), { enabled: true, min_sessions: 3 });
+    expect(on.body.result).toEqual({ enabled: true, min_sessions: 3 });
+    await t.call('PUT', gw('/configuration'), { auth_id_characteristics: [{ type: 'header', name: 'x-session' }] });
+    await custom([
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.edge-risk-bola-enumeration`, action_parameters: { response: { status_code: 429, content: 'enumeration', content_type: 'text/plain' } } },
+      { action: 'block', expression: `http.host eq "${O}" and cf.api_gateway.cf-risk-bola-pollution`, action_parameters: { response: { status_code: 400, content: 'pollution', content_type: 'text/plain' } } },
+    ]);
+    for (const s of ['s1', 's2', 's3']) for (const id of [1, 2]) expect((await send(`/orders/${id}`, { host: O, headers: { 'x-session': s } })).status).toBe(200);
+    const statuses: number[] = [];
+    for (let id = 100; id < 115; id++) statuses.push((await send(`/orders/${id}`, { host: O, headers: { 'x-session': 'attacker' } })).status);
+    expect(statuses.slice(0, 10).every((s) => s === 200)).toBe(true);
+    expect(statuses.slice(10).every((s) => s === 429)).toBe(true);
+    // A normal session is unaffected.
+    expect((await send('/orders/3', { host: O, headers: { 'x-session': 's1' } })).status).toBe(200);
+    expect((await send('/orders/5?orderId=6', { host: O, headers: { 'x-session': 's2' } })).body).toBe('pollution');
+    await custom([]);
+    expect((await t.call('DELETE', gw(`/user_schemas/${schemaId}`))).body).toEqual({ errors: [], messages: [], success: true });
   });
 });
 
