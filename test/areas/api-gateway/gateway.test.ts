@@ -415,3 +415,28 @@ describe('official client', () => {
     expect((await t.call('GET', `/zones/${z.id}/token_validation/config`)).body.result).toEqual([]);
   });
 });
+
+describe('snippets', () => {
+  it('see the verified claims and the TLS attributes on request.edge', async () => {
+    const configId = (await t.call('GET', gw('/token_validation'))).body.result.find((c: { name: string }) => c.name === 'users').id;
+    const code = `export default { async fetch(request) {
+      const e = request.edge ?? request.cf;
+      return new Response(JSON.stringify({ jwt: e.jwt, tls: e.tlsVersion, proto: e.httpProtocol, auth: e.tlsClientAuth }), { headers: { 'content-type': 'application/json' } });
+    } };`;
+    const form = new FormData();
+    form.set('metadata', JSON.stringify({ main_module: 'snippet.js' }));
+    form.append('files', new Blob([code], { type: 'application/javascript+module' }), 'snippet.js');
+    const up = await fetch(`${t.api}/zones/${zone.id}/snippets/claims`, { method: 'PUT', headers: { authorization: `Bearer ${t.token}` }, body: form });
+    expect(up.status).toBe(200);
+    const rules = await t.call('PUT', `/zones/${zone.id}/snippets/snippet_rules`, { rules: [{ snippet_name: 'claims', expression: `http.host eq "${HOST}" and http.request.uri.path eq "/snippet-echo"`, enabled: true }] });
+    expect(rules.status).toBe(200);
+    const res = await send('/snippet-echo', { headers: { authorization: `Bearer ${await jwt({ sub: 'dave', role: 'ops' })}` } });
+    expect(res.status).toBe(200);
+    const seen = JSON.parse(res.body);
+    expect(seen.jwt.payload[configId][0]).toMatchObject({ sub: 'dave', role: 'ops' });
+    expect(seen.tls).toMatch(/^TLSv1\.[23]$/);
+    expect(seen.proto).toBe('HTTP/1.1');
+    expect(seen.auth).toMatchObject({ certPresented: '0', certVerified: 'NONE' });
+    await t.call('PUT', `/zones/${zone.id}/snippets/snippet_rules`, { rules: [] });
+  });
+});
