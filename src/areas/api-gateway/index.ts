@@ -27,7 +27,9 @@
  * not implemented; discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);
- * error codes are Outpost's (the platform's are not published).
+ * error codes are Outpost's (the platform's are not published); the edge caches each zone's
+ * gateway configuration per process and drops it on this process's writes (a second node sharing
+ * the database sees changes after its own restart); BOLA baselines live in memory per process.
  */
 import { defineArea } from '../../core/area.ts';
 import { EDGE, type EdgeService } from '../../edge/index.ts';
