@@ -30,6 +30,8 @@ export class DiscoveryRecorder {
     private readonly store: GatewayStore,
     private readonly log: Logger,
     private readonly flushMs: number,
+    /** Told which zones' counts were just stored (the edge refreshes their posture labels). */
+    private readonly flushed: (zoneId: string) => void = () => undefined,
   ) {}
 
   start(): void {
@@ -71,6 +73,7 @@ export class DiscoveryRecorder {
       for (const [zoneId, counters] of batch) {
         try {
           await this.store.recordTraffic(zoneId, [...counters.values()], period);
+          this.flushed(zoneId);
         } catch (err) {
           // A zone deleted meanwhile, or a database hiccup: the counts of this interval are dropped.
           this.log.warn({ zone: zoneId, err: (err as Error).message }, 'discovery counts not stored');

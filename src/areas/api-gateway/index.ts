@@ -12,6 +12,8 @@
  * Edge fields set (phase `http_request_api_gateway_early`, so custom rules can use them):
  * `cf.api_gateway.auth_id_present`, `.fallthrough_detected` (≡ `fallthrough_triggered`),
  * `.jwt_claims_valid` (legacy), `.graphql.query_depth|query_size|parsed_successfully`,
+ * `.cf-risk-missing-auth|mixed-auth` (from the traffic counted so far, with session identifiers),
+ * `.request_violates_schema`, `.cf-risk-bola-enumeration|bola-pollution`,
  * `http.request.jwt.payload["<config id>"][0]` (the verified claims; `is_jwt_valid()` and
  * `lookup_json_string()` work on it); snippets see it as `request.edge.jwt.payload`.
  * Permissions: "API Gateway" (key `api_gateway`, zone scope).
@@ -23,8 +25,8 @@
  * {jwks}` ↔ `PUT …/config/{id}/credentials {keys}`; `/api_gateway/jwt_validation_rules {name,
  * hostname, token_validation_id, action}` ↔ `/token_validation/rules {title, selector, expression:
  * is_jwt_valid(…), action}`; `op_id` ↔ `operation_id`.
- * LIMITATIONS: user schemas (schema validation, `request_violates_schema`) and BOLA detection are
- * not implemented; discovery is heuristic path normalisation, not a learned model; sequence fields
+ * User schemas (OpenAPI JSON) validate requests; BOLA is detected per schema (see bola.ts).
+ * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);
  * error codes are Outpost's (the platform's are not published); the edge caches each zone's
@@ -52,9 +54,11 @@ export default defineArea({
     // Every write drops the zone's cached configuration at the edge.
     const invalidations: ((zoneId: string) => void)[] = [];
     const store = new GatewayStore(ctx.database, ctx.clock, (zoneId) => invalidations.forEach((f) => f(zoneId)));
-    const discovery = new DiscoveryRecorder(store, log, DISCOVERY_FLUSH_MS);
+    const flushed: ((zoneId: string) => void)[] = [];
+    const discovery = new DiscoveryRecorder(store, log, DISCOVERY_FLUSH_MS, (zoneId) => flushed.forEach((f) => f(zoneId)));
     const phase = new GatewayPhase(store, ctx.clock, discovery, log);
     invalidations.push((zoneId) => phase.invalidate(zoneId));
+    flushed.push((zoneId) => phase.refreshPosture(zoneId));
     ctx.services.optional<EdgeService>(EDGE)?.addPhase(phase.phase());
     mountGatewayRoutes(ctx, store, discovery);
     return {

@@ -11,7 +11,7 @@ import { PHASE_ORDER, ruleContext, sendErrorPage, type EdgeRequest, type Phase }
 import { compileRule, type CompiledRule } from '../../edge/rules/index.ts';
 import { bufferBody } from './body.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
-import { compileTemplate, METHODS, type HttpMethod, type TemplateMatcher } from './endpoints.ts';
+import { compileTemplate, METHODS, normalisePath, type HttpMethod, type TemplateMatcher } from './endpoints.ts';
 import { GRAPHQL_MAX_BODY, isGraphqlCandidate, measureGraphql } from './graphql.ts';
 import type { GatewayStore, Operation, Settings, TokenRule, UserSchema } from './store.ts';
 import { BolaTracker, pollutes } from './bola.ts';
@@ -61,6 +61,8 @@ function block(er: EdgeRequest): void {
 export class GatewayPhase {
   private readonly zones = new Map<string, Promise<ZoneGateway>>();
   private readonly bola = new BolaTracker();
+  /** Authentication posture per zone: discovered endpoint key → label, from the stored counts. */
+  private readonly posture = new Map<string, Promise<Map<string, 'missing-auth' | 'mixed-auth'>>>();
 
   constructor(
     private readonly store: GatewayStore,
@@ -72,6 +74,29 @@ export class GatewayPhase {
   /** Drops a zone's cached configuration (after a write). */
   invalidate(zoneId: string): void {
     this.zones.delete(zoneId);
+    this.posture.delete(zoneId);
+  }
+
+  /** Drops a zone's posture labels (after new traffic counts were stored). */
+  refreshPosture(zoneId: string): void {
+    this.posture.delete(zoneId);
+  }
+
+  private postureOf(zoneId: string): Promise<Map<string, 'missing-auth' | 'mixed-auth'>> {
+    let p = this.posture.get(zoneId);
+    if (!p) {
+      p = this.store.listDiscovered(zoneId).then((ops) => {
+        const labels = new Map<string, 'missing-auth' | 'mixed-auth'>();
+        for (const o of ops) {
+          if (o.features.auth.without_session === 0) continue;
+          labels.set(`${o.method} ${o.host} ${o.endpoint}`, o.features.auth.with_session === 0 ? 'missing-auth' : 'mixed-auth');
+        }
+        return labels;
+      });
+      this.posture.set(zoneId, p);
+      p.catch(() => this.posture.delete(zoneId));
+    }
+    return p;
   }
 
   private zone(zoneId: string): Promise<ZoneGateway> {
@@ -145,6 +170,9 @@ export class GatewayPhase {
       }
       if (parts.length > 0) session = parts.join('&');
       setField(er, 'cf.api_gateway.auth_id_present', session !== undefined);
+      // Posture of the endpoint, from the traffic seen so far.
+      const label = (await this.postureOf(er.route.zoneId)).get(`${method} ${er.host} ${normalisePath(path).endpoint}`);
+      if (label) setField(er, `cf.api_gateway.cf-risk-${label}`, true);
     }
 
     // Operation matching.

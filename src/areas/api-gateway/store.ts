@@ -124,13 +124,14 @@ export class GatewayStore {
     private readonly changed: (zoneId: string) => void,
   ) {}
 
-  private async write<T>(zoneId: string, fn: (tx: Executor) => Promise<T>): Promise<T> {
+  /** A locked write; `configuration: false` for traffic counts, which the edge's cache does not hold. */
+  private async write<T>(zoneId: string, fn: (tx: Executor) => Promise<T>, configuration = true): Promise<T> {
     const { db, dialect } = this.database;
     const out = await db.transaction().execute(async (tx) => {
       await lockScope(tx, dialect, `api-gateway:${zoneId}`);
       return fn(tx);
     });
-    this.changed(zoneId);
+    if (configuration) this.changed(zoneId);
     return out;
   }
 
@@ -242,7 +243,7 @@ export class GatewayStore {
           await discovered.insert(tx, zoneId, op.id, op, now);
         }
       }
-    });
+    }, false);
   }
 
   /** Sets states; `saved` also adds the operation to the zone's operations. All ids must exist. */

@@ -252,6 +252,14 @@ describe('discovery and authentication posture', () => {
     expect(labels['/carts/{var1}/items']).toBe('cf-risk-mixed-auth');
     expect(labels['/health']).toBe('cf-risk-missing-auth');
     expect(labels['/profile']).toBeUndefined();
+    // The same labels are rule fields on later requests.
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: 'http.host eq "shop.gw.test" and (edge.api_gateway.edge-risk-missing-auth or cf.api_gateway.cf-risk-mixed-auth)', action_parameters: { response: { status_code: 401, content: 'posture', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/health', { host: 'shop.gw.test' })).body).toBe('posture');
+    expect((await send('/carts/9/items', { host: 'shop.gw.test', headers: { 'x-session': 's1' } })).body).toBe('posture');
+    expect((await send('/profile', { host: 'shop.gw.test', headers: { 'x-session': 's2' } })).status).toBe(200);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
     const saved = await t.call('PATCH', gw(`/discovery/operations/${carts.id}`), { state: 'saved' });
     expect(saved.body.result).toEqual({ state: 'saved' });
     const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
