@@ -23,7 +23,8 @@ const OpsPage = z.object({ ...pageQuery({ perPage: 20, min: 5, max: 50 }) });
 const ListPage = z.object({ ...pageQuery({ perPage: 20, min: 1, max: 100 }) });
 const BulkOps = z.union([z.array(OperationInput).min(1).max(1000), z.object({ operations: z.array(OperationInput).min(1).max(1000) })]);
 const State = z.enum(['review', 'saved', 'ignored']);
-const StateMap = z.record(z.string().uuid(), z.object({ state: State }));
+// The official client's map allows an entry without a state (it leaves the state as it is).
+const StateMap = z.record(z.string().uuid(), z.object({ state: State.optional() }));
 const BulkStates = z.union([z.object({ operation_ids: StateMap }), StateMap]);
 const Characteristic = z.object({ type: z.enum(['header', 'cookie', 'jwt']), name: z.string().min(1).max(128) });
 const ConfigurationBody = z.object({ auth_id_characteristics: z.array(Characteristic).max(10) });
@@ -110,7 +111,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     return out[req.params.discovery_id];
   });
   router.add({ method: 'PATCH', path: `${gw}/discovery/operations`, operationId: 'api-shield-api-patch-discovered-operations', summary: 'Set states of several discovered operations ({id: {state}}, or under operation_ids)', auth: edit, body: BulkStates, tags }, async (req) => {
-    const map = ('operation_ids' in req.body && typeof req.body.operation_ids === 'object' && !('state' in (req.body.operation_ids as object)) ? req.body.operation_ids : req.body) as Record<string, { state: DiscoveryState }>;
+    const map = ('operation_ids' in req.body && typeof req.body.operation_ids === 'object' && !('state' in (req.body.operation_ids as object)) ? req.body.operation_ids : req.body) as Record<string, { state?: DiscoveryState }>;
     if (Object.keys(map).length === 0) throw apiError('api_gateway_invalid', 'name at least one discovered operation');
     return store.setDiscoveryStates(zoneOf(req).id, Object.fromEntries(Object.entries(map).map(([id, v]) => [id, v.state])));
   });

@@ -247,7 +247,7 @@ export class GatewayStore {
   }
 
   /** Sets states; `saved` also adds the operation to the zone's operations. All ids must exist. */
-  async setDiscoveryStates(zoneId: string, states: Record<string, DiscoveryState>): Promise<Record<string, { state: DiscoveryState }>> {
+  async setDiscoveryStates(zoneId: string, states: Record<string, DiscoveryState | undefined>): Promise<Record<string, { state: DiscoveryState }>> {
     const toSave: OperationInput[] = [];
     const out = await this.write(zoneId, async (tx) => {
       const now = this.clock.now();
@@ -259,7 +259,7 @@ export class GatewayStore {
         docs.push(doc);
       }
       for (const doc of docs) {
-        const state = states[doc.id];
+        const state = states[doc.id] ?? doc.body.state;
         await discovered.update(tx, doc, { ...doc.body, state, last_updated: now.toISOString() }, now);
         if (state === 'saved') toSave.push({ method: doc.body.method, host: doc.body.host, endpoint: doc.body.endpoint });
         result[doc.id] = { state };

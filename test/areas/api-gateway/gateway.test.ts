@@ -13,6 +13,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
 import { echoHandler, startOrigin, type Origin } from '../../support/origins.ts';
 import { sdk, Cloudflare } from '../../support/sdk.ts';
+import { toFile } from 'cloudflare';
 
 const ORIGIN = '127.0.13.1';
 let t: TestServer;
@@ -421,6 +422,27 @@ describe('official client', () => {
     await cf.tokenValidation.rules.delete(rule.id!, { zone_id: z.id });
     await cf.tokenValidation.configuration.delete(cfg.id!, { zone_id: z.id });
     expect((await t.call('GET', `/zones/${z.id}/token_validation/config`)).body.result).toEqual([]);
+
+    // Session identifiers, discovery and schemas on the zone that has seen traffic.
+    const conf = await cf.apiGateway.configurations.update({ zone_id: zone.id, auth_id_characteristics: [{ type: 'cookie', name: 'sid' }] });
+    expect(conf).toMatchObject({ auth_id_characteristics: [{ type: 'cookie', name: 'sid' }] });
+    expect((await cf.apiGateway.configurations.get({ zone_id: zone.id })).auth_id_characteristics[0].name).toBe('sid');
+    const discovered = [];
+    for await (const d of cf.apiGateway.discovery.operations.list({ zone_id: zone.id, per_page: 5 })) discovered.push(d);
+    expect(discovered.length).toBeGreaterThan(5);
+    const states = await cf.apiGateway.discovery.operations.bulkEdit({ zone_id: zone.id, body: { [discovered[0].id]: { state: 'ignored' }, [discovered[1].id]: {} } });
+    expect(states[discovered[0].id].state).toBe('ignored');
+    expect(states[discovered[1].id].state).toBe(discovered[1].state);
+    const exported = await cf.apiGateway.discovery.get({ zone_id: zone.id });
+    expect(exported.schemas.length).toBeGreaterThan(0);
+    const schema = await cf.apiGateway.userSchemas.create({
+      zone_id: z.id,
+      file: await toFile(Buffer.from(JSON.stringify({ ...ORDERS_SCHEMA, servers: [{ url: 'https://www.client-gw.test' }] })), 'orders.json'),
+      kind: 'openapi_v3',
+      name: 'orders',
+      validation_enabled: 'true',
+    });
+    expect(schema.schema?.validation_enabled).toBe(true);
   });
 });
 
