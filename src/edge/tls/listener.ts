@@ -38,6 +38,8 @@ interface ZoneContext {
 }
 
 const PSEUDO = /^:/;
+/** Secure contexts kept (one per zone, plus one per deeper host name asked for). */
+const MAX_CONTEXTS = 2_000;
 
 export class EdgeTlsListener {
   readonly ca: LocalCa;
@@ -119,6 +121,8 @@ export class EdgeTlsListener {
       if (zc && zc.stamp === stamp) return zc;
     }
     const built = this.build(zone.name, deeper ? name : undefined, stamp);
+    // Bounded: names below a zone are unlimited, so the oldest context makes room.
+    if (this.contexts.size >= MAX_CONTEXTS) this.contexts.delete(this.contexts.keys().next().value as string);
     this.contexts.set(key, built);
     built.catch(() => this.contexts.delete(key));
     return built;
