@@ -154,6 +154,8 @@ export interface Config {
   sfuTrackIdleMs: number;
   /** Media forwarding: operations wait this long for a peer connection to be connected, ms (platform: 5 s). */
   sfuConnectWaitMs: number;
+  /** Edge HTTPS port (TLS with SNI, HTTP/2, client certificates); unset = no HTTPS listener, 0 = any free port. */
+  edgeTlsPort?: number;
 }
 
 export const DEFAULTS: Config = {
@@ -706,6 +708,13 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_SFU_CONNECT_WAIT_MS',
     type: 'int',
     help: 'media forwarding: how long operations wait for a peer connection to connect, ms (default 5000)',
+  },
+  {
+    key: 'edgeTlsPort',
+    flag: 'edge-tls-port',
+    env: 'OUTPOST_EDGE_TLS_PORT',
+    type: 'port',
+    help: 'edge HTTPS port with certificates from the local CA (default off; 0 = any free port)',
   },
 ];
 

@@ -303,6 +303,13 @@ export const CODES = {
   dispatch_namespace_exists: { code: 100118, status: 409, message: 'A dispatch namespace with this name already exists: {0}' },
   dispatch_script_not_found: { code: 10007, status: 404, message: 'This Worker does not exist in dispatch namespace {0}: {1}' },
   assets_token_invalid: { code: 10000, status: 401, message: 'Authentication error: {0}' },
+  // --- API gateway and token validation (Outpost's codes) ---------------------------------------
+  api_gateway_invalid: { code: 10400, status: 400, message: '{0}' },
+  api_gateway_operation_not_found: { code: 10404, status: 404, message: 'Operation {0} not found in this zone' },
+  api_gateway_discovery_not_found: { code: 10405, status: 404, message: 'Discovered operation {0} not found in this zone' },
+  token_config_not_found: { code: 10406, status: 404, message: 'Token validation configuration {0} not found in this zone' },
+  token_rule_not_found: { code: 10407, status: 404, message: 'Token validation rule {0} not found in this zone' },
+  user_schema_not_found: { code: 10408, status: 404, message: 'Schema {0} not found in this zone' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -6,6 +6,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../core/config.ts';
 import type { Clock } from '../core/clock.ts';
@@ -128,6 +129,17 @@ export class EdgeServer {
     this.server.emit('connection', socket);
   }
 
+  /** Serves HTTP/1.1 on a socket another listener accepted and decrypted (the TLS listener). */
+  acceptConnection(socket: Socket): void {
+    if (this.server) this.server.emit('connection', socket);
+    else socket.destroy();
+  }
+
+  /** Runs one request that arrived elsewhere (HTTP/2 on the TLS listener) through the edge. */
+  handleRequest(req: IncomingMessage, res: ServerResponse): void {
+    void this.handle(req, res, undefined);
+  }
+
   async listen(host: string, port: number): Promise<number> {
     const server = http.createServer(
       { keepAliveTimeout: 65_000, requestTimeout: 0 },
@@ -218,7 +230,7 @@ export class EdgeServer {
         upgrade,
         host,
         clientIp: client.ip,
-        scheme: pinned?.scheme ?? 'http',
+        scheme: pinned?.scheme ?? ((req.socket as Partial<TLSSocket>).encrypted ? 'https' : 'http'),
         route: routed.route,
         origin: pinned
           ? { ...pinned.origin }

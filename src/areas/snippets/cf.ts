@@ -7,7 +7,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import type { EdgeRequest } from '../../edge/index.ts';
+import { tlsClientAuthOf, type EdgeRequest } from '../../edge/index.ts';
 
 export const CF_OVERRIDE_HEADER = 'x-outpost-cf';
 
@@ -73,12 +73,8 @@ export function buildCf(er: EdgeRequest, defaults: Cf, testMode: boolean): Cf {
     clientTcpRtt: 0,
     clientAcceptEncoding: er.req.headers['accept-encoding'] ?? '',
     edgeRequestKeepAliveStatus: 1,
-    tlsClientAuth: {
-      certPresented: '0',
-      certVerified: 'NONE',
-      certRevoked: '0',
-      certFingerprintSHA256: '',
-    },
+    tlsClientAuth: tlsClientAuthOf(er.fields),
+    jwt: { payload: jwtPayloadsOf(er.fields) },
     ...defaults,
     ...override,
   };
@@ -94,4 +90,20 @@ export function buildCf(er: EdgeRequest, defaults: Cf, testMode: boolean): Cf {
   mergedBot.static_resource = mergedBot.staticResource;
   cf.botManagement = mergedBot;
   return cf;
+}
+
+/** Validated JWT payloads the API gateway put on the request, parsed (`{<config id>: [claims]}`). */
+function jwtPayloadsOf(fields: Record<string, unknown>): Record<string, unknown[]> {
+  const src = fields['http.request.jwt.payload'] as Record<string, string[]> | undefined;
+  const out: Record<string, unknown[]> = {};
+  for (const [id, list] of Object.entries(src ?? {})) {
+    out[id] = list.map((text) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        return text;
+      }
+    });
+  }
+  return out;
 }

@@ -1,0 +1,472 @@
+/**
+ * The API gateway on real traffic through the TLS edge to a real origin: operations (both bulk
+ * forms, templating, de-duplication), token validation in both forms enforced with JWTs signed by
+ * a test key set (valid, expired, not yet valid, wrong key, missing; block and log), rule fields and
+ * functions in custom rules, GraphQL limits, discovery from traffic with its OpenAPI export checked
+ * by an OpenAPI validator, session identifiers and authentication posture, bad input, and the
+ * official client's `apiGateway.*` and `tokenValidation.*`.
+ */
+import https from 'node:https';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
+import { echoHandler, startOrigin, type Origin } from '../../support/origins.ts';
+import { sdk, Cloudflare } from '../../support/sdk.ts';
+import { toFile } from 'cloudflare';
+
+const ORIGIN = '127.0.13.1';
+let t: TestServer;
+let port: number;
+let caPem: string;
+let zone: { id: string; name: string };
+let origin: Origin;
+let signer: CryptoKey;
+let stranger: CryptoKey;
+let publicJwk: JWK;
+
+const HOST = 'api.gw.test';
+
+function send(path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; host?: string } = {}): Promise<{ status: number; body: string }> {
+  const host = opts.host ?? HOST;
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', servername: host, ca: caPem, headers: { host, ...opts.headers, ...(opts.body ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+async function jwt(claims: Record<string, unknown>, opts: { key?: CryptoKey; exp?: number; nbf?: number; kid?: string } = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  const j = new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: opts.kid ?? 'k1' }).setIssuedAt(now).setExpirationTime(opts.exp ?? now + 600);
+  if (opts.nbf !== undefined) j.setNotBefore(opts.nbf);
+  return j.sign(opts.key ?? signer);
+}
+
+const gw = (p: string) => `/zones/${zone.id}/api_gateway${p}`;
+
+beforeAll(async () => {
+  t = await startTestServer({ edgeTlsPort: 0 });
+  port = Number(new URL(t.server.listeners.find((l) => l.protocol === 'https')!.address).port);
+  caPem = await (await fetch(`${t.api}/edge/tls/ca_certificate`)).text();
+  origin = await startOrigin(ORIGIN, echoHandler);
+  zone = await createZone(t, 'gw.test');
+  for (const name of ['api', 'shop', 'gql', 'orders']) await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name, content: ORIGIN, proxied: true, ttl: 1 });
+  const pair = await generateKeyPair('RS256', { extractable: true });
+  signer = pair.privateKey as CryptoKey;
+  publicJwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256' };
+  stranger = (await generateKeyPair('RS256')).privateKey as CryptoKey;
+});
+afterAll(async () => {
+  await origin?.close();
+  await t?.stop();
+});
+
+describe('operations', () => {
+  it('templates endpoints, de-duplicates, accepts both bulk forms, pages and deletes', async () => {
+    const one = await t.call('POST', gw('/operations/item'), { method: 'GET', host: HOST, endpoint: '/users/{id}/cards/{cardId}' });
+    expect(one.status).toBe(200);
+    expect(one.body.result).toMatchObject({ method: 'GET', host: HOST, endpoint: '/users/{var1}/cards/{var2}' });
+    expect(one.body.result.operation_id).toMatch(/^[0-9a-f-]{36}$/);
+    const seed = await t.call('POST', gw('/operations'), { operations: [{ method: 'GET', host: HOST, endpoint: '/users/{u}/cards/{c}' }, { method: 'POST', host: HOST, endpoint: '/orders' }] });
+    expect(seed.status).toBe(200);
+    expect(seed.body.result[0].operation_id).toBe(one.body.result.operation_id);
+    const realForm = await t.call('POST', gw('/operations'), [1, 2, 3, 4, 5].map((n) => ({ method: 'GET', host: HOST, endpoint: `/items/${n}/{x}` })));
+    expect(realForm.body.result).toHaveLength(5);
+    const page1 = await t.call('GET', gw('/operations?per_page=5'));
+    expect(page1.body.result).toHaveLength(5);
+    expect(page1.body.result_info.total_count).toBe(7);
+    expect((await t.call('GET', gw('/operations?per_page=5&page=3'))).body.result).toEqual([]);
+    expect((await t.call('GET', gw('/operations?per_page=51'))).status).toBe(400);
+    const got = await t.call('GET', gw(`/operations/${one.body.result.operation_id}`));
+    expect(got.body.result.endpoint).toBe('/users/{var1}/cards/{var2}');
+    const del = await t.call('DELETE', gw(`/operations/${realForm.body.result[0].operation_id}`));
+    expect(del.status).toBe(200);
+    expect(del.body).toEqual({ errors: [], messages: [], success: true });
+    expect((await t.call('DELETE', gw(`/operations/${realForm.body.result[0].operation_id}`))).status).toBe(404);
+    const bulkDel = await t.call('DELETE', gw('/operations'), { operation_ids: realForm.body.result.slice(1).map((o: { operation_id: string }) => o.operation_id) });
+    expect(bulkDel.status).toBe(200);
+    expect((await t.call('GET', gw('/operations'))).body.result).toHaveLength(2);
+  });
+
+  it('refuses bad input with a message naming it', async () => {
+    const noSlash = await t.call('POST', gw('/operations/item'), { method: 'GET', host: HOST, endpoint: 'users/{id}' });
+    expect(noSlash.status).toBe(400);
+    expect(noSlash.body.errors[0].message).toContain('must start with "/"');
+    expect((await t.call('POST', gw('/operations/item'), { method: 'FETCH', host: HOST, endpoint: '/x' })).status).toBe(400);
+    expect((await t.call('POST', gw('/operations/item'), '{"method": "GET",')).status).toBe(400);
+    expect((await t.call('POST', gw('/operations'), { operations: [] })).status).toBe(400);
+    expect((await t.call('GET', gw('/operations/not-a-uuid'))).status).toBe(400);
+    expect((await t.call('GET', gw('/operations/00000000-0000-4000-8000-000000000000'))).status).toBe(404);
+  });
+});
+
+describe('token validation at the edge', () => {
+  let configId: string;
+
+  it('refuses key sets that are not JSON or have no keys', async () => {
+    const notJson = await t.call('POST', gw('/token_validation'), { name: 'bad', location: { header: 'authorization' }, jwks: '{"keys": [' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.body.errors[0].message).toContain('jwks is not valid JSON');
+    const empty = await t.call('POST', gw('/token_validation'), { name: 'bad', location: { header: 'authorization' }, jwks: '{"keys": []}' });
+    expect(empty.status).toBe(400);
+    expect(empty.body.errors[0].message).toContain('no keys');
+    const badKey = await t.call('POST', `/zones/${zone.id}/token_validation/config`, { title: 'x', token_sources: ['http.request.headers["authorization"][0]'], credentials: { keys: [{ kty: 'RSA', alg: 'RS256', n: 'abc', e: 'AQAB' }] } });
+    expect(badKey.status).toBe(400);
+    const badSource = await t.call('POST', `/zones/${zone.id}/token_validation/config`, { title: 'x', token_sources: ['headers.authorization'], credentials: { keys: [publicJwk] } });
+    expect(badSource.status).toBe(400);
+  });
+
+  it('blocks requests without a valid token (spec form) and passes valid ones to the origin', async () => {
+    const cfg = await t.call('POST', gw('/token_validation'), { name: 'users', location: { header: 'Authorization' }, jwks: JSON.stringify({ keys: [publicJwk] }) });
+    expect(cfg.status).toBe(200);
+    configId = cfg.body.result.id;
+    expect(cfg.body.result.token_sources).toEqual(['http.request.headers["authorization"][0]']);
+    expect(cfg.body.result.credentials.keys[0].kid).toBe('k1');
+    const rule = await t.call('POST', gw('/jwt_validation_rules'), { name: 'users need a token', hostname: HOST, token_validation_id: configId, action: 'block' });
+    expect(rule.status).toBe(200);
+    expect(rule.body.result.expression).toBe(`is_jwt_valid(http.request.jwt.payload["${configId}"][0])`);
+    const now = Math.floor(Date.now() / 1000);
+    const valid = await send('/users/1', { headers: { authorization: `Bearer ${await jwt({ sub: 'alice' })}` } });
+    expect(valid.status).toBe(200);
+    expect(JSON.parse(valid.body).url).toBe('/users/1');
+    expect((await send('/users/1')).status).toBe(403);
+    expect((await send('/users/1', { headers: { authorization: `Bearer ${await jwt({ sub: 'alice' }, { exp: now - 10 })}` } })).status).toBe(403);
+    expect((await send('/users/1', { headers: { authorization: `Bearer ${await jwt({ sub: 'alice' }, { nbf: now + 600 })}` } })).status).toBe(403);
+    expect((await send('/users/1', { headers: { authorization: `Bearer ${await jwt({ sub: 'alice' }, { key: stranger })}` } })).status).toBe(403);
+    expect((await send('/users/1', { headers: { authorization: 'Bearer not.a.jwt' } })).status).toBe(403);
+    // Another host of the zone is outside the rule's selector.
+    expect((await send('/', { host: 'shop.gw.test' })).status).toBe(200);
+  });
+
+  it('logs instead of blocking when the rule says log; rules in the official form too', async () => {
+    const rules = await t.call('GET', `/zones/${zone.id}/token_validation/rules`);
+    const id = rules.body.result[0].id;
+    const edited = await t.call('PATCH', `/zones/${zone.id}/token_validation/rules/${id}`, { action: 'log' });
+    expect(edited.body.result.action).toBe('log');
+    expect((await send('/users/1')).status).toBe(200);
+    const own = await t.call('POST', `/zones/${zone.id}/token_validation/rules`, {
+      title: 'shop',
+      description: 'shop needs role admin',
+      action: 'block',
+      enabled: true,
+      expression: `is_jwt_valid(http.request.jwt.payload["${configId}"][0]) and lookup_json_string(http.request.jwt.payload["${configId}"][0], "role") eq "admin"`,
+      selector: { include: [{ host: ['shop.gw.test'] }] },
+    });
+    expect(own.status).toBe(200);
+    expect((await send('/', { host: 'shop.gw.test', headers: { authorization: `Bearer ${await jwt({ sub: 'bob', role: 'user' })}` } })).status).toBe(403);
+    expect((await send('/', { host: 'shop.gw.test', headers: { authorization: `Bearer ${await jwt({ sub: 'bob', role: 'admin' })}` } })).status).toBe(200);
+    const unknownCfg = await t.call('POST', `/zones/${zone.id}/token_validation/rules`, { title: 'x', action: 'block', expression: 'is_jwt_valid(http.request.jwt.payload["00000000-0000-4000-8000-000000000000"][0])' });
+    expect(unknownCfg.status).toBe(400);
+    expect((await t.call('POST', `/zones/${zone.id}/token_validation/rules`, { title: 'x', action: 'block', expression: 'is_jwt_valid(' })).status).toBe(400);
+    for (const r of (await t.call('GET', `/zones/${zone.id}/token_validation/rules`)).body.result) {
+      expect((await t.call('DELETE', `/zones/${zone.id}/token_validation/rules/${r.id}`)).status).toBe(200);
+    }
+  });
+
+  it('gives custom rules the claims, lookup_json_string and the legacy jwt_claims_valid', async () => {
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [
+        { action: 'block', expression: `http.host eq "${HOST}" and lookup_json_string(http.request.jwt.payload["${configId}"][0], "sub") eq "mallory"`, action_parameters: { response: { status_code: 451, content: 'not mallory', content_type: 'text/plain' } } },
+        { action: 'block', expression: `http.host eq "${HOST}" and http.request.uri.path eq "/legacy" and not edge.api_gateway.jwt_claims_valid`, action_parameters: { response: { status_code: 401, content: 'legacy says no', content_type: 'text/plain' } } },
+      ],
+    });
+    const mallory = await send('/users/2', { headers: { authorization: `Bearer ${await jwt({ sub: 'mallory' })}` } });
+    expect(mallory.status).toBe(451);
+    expect(mallory.body).toBe('not mallory');
+    expect((await send('/users/2', { headers: { authorization: `Bearer ${await jwt({ sub: 'carol' })}` } })).status).toBe(200);
+    expect((await send('/legacy')).body).toBe('legacy says no');
+    expect((await send('/legacy', { headers: { authorization: `Bearer ${await jwt({ sub: 'x' }, { key: stranger })}` } })).status).toBe(401);
+    expect((await send('/legacy', { headers: { authorization: `Bearer ${await jwt({ sub: 'carol' })}` } })).status).toBe(200);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+  });
+
+  it('replaces the key set in both forms and refuses a bad one', async () => {
+    const other = await generateKeyPair('ES256', { extractable: true });
+    const esJwk = { ...(await exportJWK(other.publicKey)), kid: 'e1', alg: 'ES256' };
+    const put = await t.call('PUT', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [esJwk] });
+    expect(put.status).toBe(200);
+    expect(put.body.keys[0].kid).toBe('e1');
+    expect(put.body.result).toBeUndefined();
+    const patched = await t.call('PATCH', gw(`/token_validation/${configId}`), { jwks: JSON.stringify({ keys: [publicJwk, esJwk] }) });
+    expect(patched.status).toBe(200);
+    expect(patched.body.result.credentials.keys).toHaveLength(2);
+    expect((await t.call('PATCH', gw(`/token_validation/${configId}`), { jwks: 'nope' })).status).toBe(400);
+    expect((await t.call('PATCH', gw(`/token_validation/${configId}`), { jwks: '{"keys":[{"kty":"EC","alg":"ES256","crv":"P-384"}]}' })).status).toBe(400);
+    expect((await t.call('GET', gw('/token_validation'))).body.result[0].name).toBe('users');
+  });
+});
+
+describe('GraphQL protection', () => {
+  const q = (query: string) => JSON.stringify({ query });
+  it('measures queries, blocks those over the limits, and refuses a limit below 1', async () => {
+    expect((await t.call('PUT', gw('/settings/graphql_protection'), { max_depth: 0, max_size: 10 })).status).toBe(400);
+    expect((await t.call('PUT', gw('/settings/graphql_protection'), { max_depth: 'deep', max_size: 10 })).status).toBe(400);
+    const set = await t.call('PUT', gw('/settings/graphql_protection'), { max_depth: 3, max_size: 4 });
+    expect(set.body.result).toEqual({ max_depth: 3, max_size: 4 });
+    expect((await t.call('GET', gw('/settings/graphql_protection'))).body.result).toEqual({ max_depth: 3, max_size: 4 });
+    const headers = { 'content-type': 'application/json' };
+    const ok = await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a b(x: 1){c d{e f}}}') });
+    expect(ok.status).toBe(200);
+    // The origin still gets the body the edge read.
+    expect(JSON.parse(ok.body).length).toBe(Buffer.byteLength(q('{a b(x: 1){c d{e f}}}')));
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a{b{c{d}}}}') })).status).toBe(403);
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a b c d e}') })).status).toBe(403);
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers: { 'content-type': 'application/graphql' }, body: '{a{b{c{d}}}}' })).status).toBe(403);
+    // Not under the platform's conditions: fragments, not /graphql, GET.
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{...F} fragment F on Q {a{b{c{d}}}}') })).status).toBe(200);
+    expect((await send('/api', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a{b{c{d}}}}') })).status).toBe(200);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: 'http.host eq "gql.gw.test" and (not cf.api_gateway.graphql.parsed_successfully or cf.api_gateway.graphql.query_depth gt 2)', action_parameters: { response: { status_code: 422, content: 'graphql rule', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a{b{c}}}') })).status).toBe(422);
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a{b}}') })).status).toBe(200);
+    expect((await send('/graphql', { method: 'POST', host: 'gql.gw.test', headers, body: q('{a{') })).status).toBe(422);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+    await t.call('PUT', gw('/settings/graphql_protection'), { max_depth: null, max_size: null });
+  });
+});
+
+describe('discovery and authentication posture', () => {
+  it('discovers templated operations from traffic, saves and ignores them, and exports OpenAPI', async () => {
+    const set = await t.call('PUT', gw('/configuration'), { auth_id_characteristics: [{ type: 'header', name: 'x-session' }] });
+    expect(set.body.result.auth_id_characteristics).toEqual([{ type: 'header', name: 'x-session' }]);
+    expect((await t.call('PUT', gw('/configuration'), { auth_id_characteristics: [{ type: 'query', name: 'x' }] })).status).toBe(400);
+    for (const id of ['1001', '1002', '6f1c2a9e-4b8d-4c1e-9a7b-2d3e4f5a6b7c']) await send(`/carts/${id}/items`, { host: 'shop.gw.test', headers: { 'x-session': 's1' } });
+    await send('/carts/1003/items', { host: 'shop.gw.test' });
+    await send('/health', { host: 'shop.gw.test' });
+    await send('/profile', { host: 'shop.gw.test', headers: { 'x-session': 's2' } });
+    const list = await t.call('GET', gw('/discovery/operations?per_page=50'));
+    expect(list.status).toBe(200);
+    const carts = list.body.result.find((o: { endpoint: string }) => o.endpoint === '/carts/{var1}/items');
+    expect(carts).toMatchObject({ method: 'GET', host: 'shop.gw.test', state: 'review' });
+    expect(carts.features.traffic_stats.requests).toBe(4);
+    expect(carts.origin).toContain('SessionIdentifier');
+    const health = list.body.result.find((o: { endpoint: string }) => o.endpoint === '/health');
+    const posture = await t.call('GET', gw('/discovery/authentication_posture'));
+    const labels = Object.fromEntries(posture.body.result.filter((p: { host: string }) => p.host === 'shop.gw.test').map((p: { endpoint: string; risk_labels: string[] }) => [p.endpoint, p.risk_labels[0]]));
+    expect(labels['/carts/{var1}/items']).toBe('cf-risk-mixed-auth');
+    expect(labels['/health']).toBe('cf-risk-missing-auth');
+    expect(labels['/profile']).toBeUndefined();
+    // The same labels are rule fields on later requests.
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: 'http.host eq "shop.gw.test" and (edge.api_gateway.edge-risk-missing-auth or cf.api_gateway.cf-risk-mixed-auth)', action_parameters: { response: { status_code: 401, content: 'posture', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/health', { host: 'shop.gw.test' })).body).toBe('posture');
+    expect((await send('/carts/9/items', { host: 'shop.gw.test', headers: { 'x-session': 's1' } })).body).toBe('posture');
+    expect((await send('/profile', { host: 'shop.gw.test', headers: { 'x-session': 's2' } })).status).toBe(200);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+    const saved = await t.call('PATCH', gw(`/discovery/operations/${carts.id}`), { state: 'saved' });
+    expect(saved.body.result).toEqual({ state: 'saved' });
+    const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
+    expect(ops.some((o: { endpoint: string; host: string }) => o.endpoint === '/carts/{var1}/items' && o.host === 'shop.gw.test')).toBe(true);
+    const bulk = await t.call('PATCH', gw('/discovery/operations'), { operation_ids: { [health.id]: { state: 'ignored' } } });
+    expect(bulk.body.result).toEqual({ [health.id]: { state: 'ignored' } });
+    const bare = await t.call('PATCH', gw('/discovery/operations'), { [health.id]: { state: 'review' } });
+    expect(bare.body.result[health.id].state).toBe('review');
+    expect((await t.call('PATCH', gw('/discovery/operations/00000000-0000-4000-8000-000000000000'), { state: 'saved' })).status).toBe(404);
+    expect((await t.call('PATCH', gw(`/discovery/operations/${carts.id}`), { state: 'done' })).status).toBe(400);
+    const exported = await t.call('GET', gw('/discovery'));
+    expect(exported.body.result.timestamp).toBeTruthy();
+    const shopDoc = exported.body.result.schemas.find((s: { servers: { url: string }[] }) => s.servers[0].url === 'https://shop.gw.test');
+    expect(Object.keys(shopDoc.paths)).toContain('/carts/{var1}/items');
+    for (const doc of exported.body.result.schemas) {
+      const res = await new Validator().validate(doc);
+      expect(res.errors ?? []).toEqual([]);
+      expect(res.valid).toBe(true);
+    }
+  });
+
+  it('marks requests that match no saved operation as fallthrough', async () => {
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: 'http.host eq "shop.gw.test" and edge.api_gateway.fallthrough_triggered', action_parameters: { response: { status_code: 404, content: 'unknown endpoint', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/carts/77/items', { host: 'shop.gw.test' })).status).toBe(200);
+    expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('unknown endpoint');
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+  });
+});
+
+const ORDERS_SCHEMA = {
+  openapi: '3.0.3',
+  info: { title: 'orders', version: '1' },
+  servers: [{ url: 'https://orders.gw.test' }],
+  paths: {
+    '/orders/{orderId}': { get: { parameters: [{ name: 'orderId', in: 'path', required: true, schema: { type: 'integer' } }], responses: { '200': { description: 'ok' } } } },
+    '/orders': {
+      post: {
+        parameters: [{ name: 'dry', in: 'query', schema: { type: 'boolean' } }],
+        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Order' } } } },
+        responses: { '200': { description: 'ok' } },
+      },
+    },
+  },
+  components: { schemas: { Order: { type: 'object', required: ['item', 'qty'], properties: { item: { type: 'string' }, qty: { type: 'integer', minimum: 1 } } } } },
+};
+
+describe('user schemas and BOLA', () => {
+  let schemaId: string;
+  const O = 'orders.gw.test';
+  const custom = (rules: unknown[]) => t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules });
+
+  it('refuses schemas that are not OpenAPI JSON with a host', async () => {
+    expect((await t.call('POST', gw('/user_schemas'), { name: 'x', source: 'openapi: 3.0.0' })).status).toBe(400);
+    const noHost = await t.call('POST', gw('/user_schemas'), { name: 'x', source: { ...ORDERS_SCHEMA, servers: [] } });
+    expect(noHost.status).toBe(400);
+    expect(noHost.body.errors[0].message).toContain('servers');
+    expect((await t.call('POST', gw('/user_schemas'), { name: 'x', source: { openapi: '2.0', paths: {} } })).status).toBe(400);
+  });
+
+  it('validates requests against an uploaded schema (multipart) and marks fallthrough', async () => {
+    const form = new FormData();
+    form.append('file', new Blob([JSON.stringify(ORDERS_SCHEMA)], { type: 'application/json' }), 'orders.json');
+    form.append('name', 'orders');
+    form.append('kind', 'openapi_v3');
+    form.append('validation_enabled', 'true');
+    const up = await fetch(`${t.api}/zones/${zone.id}/api_gateway/user_schemas`, { method: 'POST', headers: { authorization: `Bearer ${t.token}` }, body: form });
+    const uploaded = (await up.json()) as { result: { schema: { schema_id: string; validation_enabled: boolean } } };
+    expect(up.status).toBe(200);
+    schemaId = uploaded.result.schema.schema_id;
+    expect(uploaded.result.schema.validation_enabled).toBe(true);
+    const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
+    expect(ops.some((o: { host: string; endpoint: string }) => o.host === O && o.endpoint === '/orders/{var1}')).toBe(true);
+    await custom([
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } },
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.fallthrough_triggered`, action_parameters: { response: { status_code: 404, content: 'fallthrough', content_type: 'text/plain' } } },
+    ]);
+    const json = { 'content-type': 'application/json' };
+    expect((await send('/orders/12', { host: O })).status).toBe(200);
+    expect((await send('/orders/abc', { host: O })).body).toBe('schema');
+    const good = await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 2 }) });
+    expect(good.status).toBe(200);
+    expect(JSON.parse(good.body).length).toBe(JSON.stringify({ item: 'pen', qty: 2 }).length);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).body).toBe('schema');
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: '{"item": ' })).body).toBe('schema');
+    expect((await send('/orders', { host: O, method: 'POST' })).body).toBe('schema');
+    expect((await send('/orders?dry=maybe', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 1 }) })).body).toBe('schema');
+    expect((await send('/orders?dry=true', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 1 }) })).status).toBe(200);
+    expect((await send('/admin', { host: O })).body).toBe('fallthrough');
+    // The zone's own action, without a custom rule.
+    await custom([]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect((await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'drop' })).status).toBe(400);
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await send('/orders/7', { host: O })).status).toBe(200);
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    const listed = await t.call('GET', gw('/user_schemas?omit_source=true'));
+    expect(listed.body.result[0].source).toBeUndefined();
+    expect(listed.body.result[0].validation_enabled).toBe(false);
+  });
+
+  it('flags an enumerating session and parameter pollution once BOLA is on', async () => {
+    expect((await t.call('GET', gw('/user_schemas/00000000-0000-4000-8000-000000000000/bola'))).status).toBe(404);
+    expect((await t.call('PATCH', gw(`/user_schemas/${schemaId}/bola`), { enabled: 'yes' })).status).toBe(400);
+    expect((await t.call('GET', gw(`/user_schemas/${schemaId}/bola`))).body.result).toEqual({ enabled: false, min_sessions: 10000 });
+    const on = await t.call('PATCH', gw(`/user_schemas/${schemaId}/bola`), { enabled: true, min_sessions: 3 });
+    expect(on.body.result).toEqual({ enabled: true, min_sessions: 3 });
+    await t.call('PUT', gw('/configuration'), { auth_id_characteristics: [{ type: 'header', name: 'x-session' }] });
+    await custom([
+      { action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.edge-risk-bola-enumeration`, action_parameters: { response: { status_code: 429, content: 'enumeration', content_type: 'text/plain' } } },
+      { action: 'block', expression: `http.host eq "${O}" and cf.api_gateway.cf-risk-bola-pollution`, action_parameters: { response: { status_code: 400, content: 'pollution', content_type: 'text/plain' } } },
+    ]);
+    for (const s of ['s1', 's2', 's3']) for (const id of [1, 2]) expect((await send(`/orders/${id}`, { host: O, headers: { 'x-session': s } })).status).toBe(200);
+    const statuses: number[] = [];
+    for (let id = 100; id < 115; id++) statuses.push((await send(`/orders/${id}`, { host: O, headers: { 'x-session': 'attacker' } })).status);
+    expect(statuses.slice(0, 10).every((s) => s === 200)).toBe(true);
+    expect(statuses.slice(10).every((s) => s === 429)).toBe(true);
+    // A normal session is unaffected.
+    expect((await send('/orders/3', { host: O, headers: { 'x-session': 's1' } })).status).toBe(200);
+    expect((await send('/orders/5?orderId=6', { host: O, headers: { 'x-session': 's2' } })).body).toBe('pollution');
+    await custom([]);
+    expect((await t.call('DELETE', gw(`/user_schemas/${schemaId}`))).body).toEqual({ errors: [], messages: [], success: true });
+  });
+});
+
+describe('official client', () => {
+  it('apiGateway.operations and tokenValidation through the cloudflare client', async () => {
+    const cf = sdk(t);
+    const z = await createZone(t, 'client-gw.test');
+    const created = await cf.apiGateway.operations.create({ zone_id: z.id, endpoint: '/api/{id}', host: 'www.client-gw.test', method: 'GET' });
+    expect(created.endpoint).toBe('/api/{var1}');
+    const many = await cf.apiGateway.operations.bulkCreate({ zone_id: z.id, body: Array.from({ length: 6 }, (_, i) => ({ endpoint: `/v${i}`, host: 'www.client-gw.test', method: 'POST' as const })) });
+    const seen: string[] = [];
+    for await (const op of cf.apiGateway.operations.list({ zone_id: z.id, per_page: 5 })) seen.push(op.operation_id);
+    expect(seen).toHaveLength(7);
+    expect((await cf.apiGateway.operations.get(created.operation_id, { zone_id: z.id })).host).toBe('www.client-gw.test');
+    const del = await cf.apiGateway.operations.delete(many.result[0].operation_id, { zone_id: z.id });
+    expect(del.success).toBe(true);
+    await cf.apiGateway.operations.bulkDelete({ zone_id: z.id });
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/operations`)).body.result).toEqual([]);
+    try {
+      await cf.apiGateway.operations.get('00000000-0000-4000-8000-000000000000', { zone_id: z.id });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(Cloudflare.NotFoundError);
+    }
+    const cfg = await cf.tokenValidation.configuration.create({ zone_id: z.id, title: 'client', description: 'via client', token_type: 'JWT', token_sources: ['http.request.headers["x-auth"][0]'], credentials: { keys: [publicJwk as never] } });
+    expect(cfg.id).toBeTruthy();
+    const edited = await cf.tokenValidation.configuration.edit(cfg.id!, { zone_id: z.id, title: 'renamed' });
+    expect(edited.title).toBe('renamed');
+    const listed = [];
+    for await (const c of cf.tokenValidation.configuration.list({ zone_id: z.id })) listed.push(c);
+    expect(listed.map((c) => c.title)).toEqual(['renamed']);
+    const rule = await cf.tokenValidation.rules.create({ zone_id: z.id, title: 'r', description: '', action: 'log', enabled: true, expression: `is_jwt_valid(http.request.jwt.payload["${cfg.id}"][0])`, selector: {} });
+    expect((await cf.tokenValidation.rules.get(rule.id!, { zone_id: z.id })).action).toBe('log');
+    await cf.tokenValidation.rules.delete(rule.id!, { zone_id: z.id });
+    await cf.tokenValidation.configuration.delete(cfg.id!, { zone_id: z.id });
+    expect((await t.call('GET', `/zones/${z.id}/token_validation/config`)).body.result).toEqual([]);
+
+    // Session identifiers, discovery and schemas on the zone that has seen traffic.
+    const conf = await cf.apiGateway.configurations.update({ zone_id: zone.id, auth_id_characteristics: [{ type: 'cookie', name: 'sid' }] });
+    expect(conf).toMatchObject({ auth_id_characteristics: [{ type: 'cookie', name: 'sid' }] });
+    expect((await cf.apiGateway.configurations.get({ zone_id: zone.id })).auth_id_characteristics[0].name).toBe('sid');
+    const discovered = [];
+    for await (const d of cf.apiGateway.discovery.operations.list({ zone_id: zone.id, per_page: 5 })) discovered.push(d);
+    expect(discovered.length).toBeGreaterThan(5);
+    const states = await cf.apiGateway.discovery.operations.bulkEdit({ zone_id: zone.id, body: { [discovered[0].id]: { state: 'ignored' }, [discovered[1].id]: {} } });
+    expect(states[discovered[0].id].state).toBe('ignored');
+    expect(states[discovered[1].id].state).toBe(discovered[1].state);
+    const exported = await cf.apiGateway.discovery.get({ zone_id: zone.id });
+    expect(exported.schemas.length).toBeGreaterThan(0);
+    const schema = await cf.apiGateway.userSchemas.create({
+      zone_id: z.id,
+      file: await toFile(Buffer.from(JSON.stringify({ ...ORDERS_SCHEMA, servers: [{ url: 'https://www.client-gw.test' }] })), 'orders.json'),
+      kind: 'openapi_v3',
+      name: 'orders',
+      validation_enabled: 'true',
+    });
+    expect(schema.schema?.validation_enabled).toBe(true);
+  });
+});
+
+describe('snippets', () => {
+  it('see the verified claims and the TLS attributes on request.edge', async () => {
+    const configId = (await t.call('GET', gw('/token_validation'))).body.result.find((c: { name: string }) => c.name === 'users').id;
+    const code = `export default { async fetch(request) {
+      const e = request.edge ?? request.cf;
+      return new Response(JSON.stringify({ jwt: e.jwt, tls: e.tlsVersion, proto: e.httpProtocol, auth: e.tlsClientAuth }), { headers: { 'content-type': 'application/json' } });
+    } };`;
+    const form = new FormData();
+    form.set('metadata', JSON.stringify({ main_module: 'snippet.js' }));
+    form.append('files', new Blob([code], { type: 'application/javascript+module' }), 'snippet.js');
+    const up = await fetch(`${t.api}/zones/${zone.id}/snippets/claims`, { method: 'PUT', headers: { authorization: `Bearer ${t.token}` }, body: form });
+    expect(up.status).toBe(200);
+    const rules = await t.call('PUT', `/zones/${zone.id}/snippets/snippet_rules`, { rules: [{ snippet_name: 'claims', expression: `http.host eq "${HOST}" and http.request.uri.path eq "/snippet-echo"`, enabled: true }] });
+    expect(rules.status).toBe(200);
+    const res = await send('/snippet-echo', { headers: { authorization: `Bearer ${await jwt({ sub: 'dave', role: 'ops' })}` } });
+    expect(res.status).toBe(200);
+    const seen = JSON.parse(res.body);
+    expect(seen.jwt.payload[configId][0]).toMatchObject({ sub: 'dave', role: 'ops' });
+    expect(seen.tls).toMatch(/^TLSv1\.[23]$/);
+    expect(seen.proto).toBe('HTTP/1.1');
+    expect(seen.auth).toMatchObject({ certPresented: '0', certVerified: 'NONE' });
+    await t.call('PUT', `/zones/${zone.id}/snippets/snippet_rules`, { rules: [] });
+  });
+});
