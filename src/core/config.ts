@@ -150,6 +150,14 @@ export interface Config {
   browserAiUrl?: string;
   browserAiModel?: string;
   browserAiKey?: string;
+  /** Pipelines: host suffix of the ingest endpoints `<stream id>.<suffix>` on the API port. */
+  pipelinesIngestHost: string;
+  /** Pipelines: accepted bytes per second and stream over HTTP and the binding (429 beyond). */
+  pipelinesStreamRate: number;
+  /** Pipelines: how often each pipeline checks its rolling policy, ms. */
+  pipelinesTickMs: number;
+  /** Pipelines: the stream log, `local` (files in the data directory) or `nats://host:port` (JetStream). */
+  pipelinesLog: string;
 }
 
 export const DEFAULTS: Config = {
@@ -207,6 +215,10 @@ export const DEFAULTS: Config = {
   browserSessions: 6,
   browserTimeoutMs: 30_000,
   browserAllow: [],
+  pipelinesIngestHost: 'pipelines.localhost',
+  pipelinesStreamRate: 5_000_000,
+  pipelinesTickMs: 250,
+  pipelinesLog: 'local',
 };
 
 interface OptionSpec {
@@ -686,6 +698,34 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_BROWSER_AI_KEY',
     type: 'string',
     help: 'bearer key sent to --browser-ai-url',
+  },
+  {
+    key: 'pipelinesIngestHost',
+    flag: 'pipelines-ingest-host',
+    env: 'OUTPOST_PIPELINES_INGEST_HOST',
+    type: 'string',
+    help: 'host suffix of pipeline ingest endpoints <stream id>.<suffix> (default pipelines.localhost)',
+  },
+  {
+    key: 'pipelinesStreamRate',
+    flag: 'pipelines-stream-rate',
+    env: 'OUTPOST_PIPELINES_STREAM_RATE',
+    type: 'int',
+    help: 'bytes per second each pipeline stream accepts before 429 (default 5000000)',
+  },
+  {
+    key: 'pipelinesTickMs',
+    flag: 'pipelines-tick-ms',
+    env: 'OUTPOST_PIPELINES_TICK_MS',
+    type: 'int',
+    help: 'how often pipelines check their rolling policy, ms (default 250)',
+  },
+  {
+    key: 'pipelinesLog',
+    flag: 'pipelines-log',
+    env: 'OUTPOST_PIPELINES_LOG',
+    type: 'string',
+    help: 'pipeline stream log: local (default) or nats://host:port for NATS JetStream',
   },
 ];
 

@@ -298,6 +298,19 @@ export const CODES = {
   image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
   image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
   image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
+  // --- pipelines (streams, sinks, pipelines, ingestion) -----------------------------------------
+  pipelines_invalid: { code: 1001, status: 400, message: '{0}' },
+  pipelines_sql_invalid: { code: 1002, status: 400, message: 'Invalid pipeline SQL: {0}' },
+  pipelines_stream_not_found: { code: 1003, status: 404, message: 'Stream {0} not found' },
+  pipelines_sink_not_found: { code: 1004, status: 404, message: 'Sink {0} not found' },
+  pipelines_pipeline_not_found: { code: 1005, status: 404, message: 'Pipeline {0} not found' },
+  pipelines_name_exists: { code: 1006, status: 409, message: '{0}' },
+  pipelines_in_use: { code: 1007, status: 409, message: '{0}' },
+  pipelines_ingest_invalid: { code: 1008, status: 400, message: '{0}' },
+  pipelines_ingest_too_large: { code: 1009, status: 413, message: 'Payload too large: {0} bytes; split it below 1 MB (1048576 bytes) per request' },
+  pipelines_ingest_rate_limited: { code: 1010, status: 429, message: 'Rate limited: this stream accepts {0} bytes per second; back off and retry' },
+  pipelines_ingest_disabled: { code: 1011, status: 404, message: '{0}' },
+  pipelines_query_invalid: { code: 1012, status: 400, message: '{0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;
