@@ -93,7 +93,7 @@ export async function runQuery(text: string, o: QueryOptions): Promise<QueryResu
     const files = sinkFiles(o.bucketRoot, o.accountId, sink);
     if (files.length === 0) throw pipelinesError('query_invalid', `Sink ${t} has no finished files yet; files appear when its rolling policy closes one`);
     const list = `[${files.map(sqlString).join(', ')}]`;
-    const reader = sink.format.type === 'parquet' ? `read_parquet(${list}, union_by_name = true)` : `read_json(${list}, format = 'newline_delimited', union_by_name = true)`;
+    const reader = sink.format.type === 'parquet' ? `read_parquet(${list}, union_by_name = true, hive_partitioning = false)` : `read_json(${list}, format = 'newline_delimited', union_by_name = true, hive_partitioning = false)`;
     views.push(`CREATE VIEW "${t.replace(/"/g, '""')}" AS SELECT * FROM ${reader}`);
   }
   const instance = await DuckDBInstance.create(':memory:', { autoinstall_known_extensions: 'false', autoload_known_extensions: 'false', threads: '2' });
