@@ -16,6 +16,9 @@
  * request (413), `--pipelines-stream-rate` bytes/s per stream (default 5 MB/s; 429 with
  * retry-after), typed streams check each event (400 naming the event and field).
  *
+ * Growing past one machine: `--pipelines-log nats://host:port` keeps the stream log in NATS
+ * JetStream (`nats-log.ts`) instead of local files; the same ingestion and delivery rules apply.
+ *
  * Delivery: at-least-once from the log, with a two-step checkpoint around each finished file so a
  * restart never writes an event twice into finished files (`runner.ts`).
  *
@@ -24,7 +27,7 @@
  *
  * LIMITATIONS: sinks write to local directories only (no S3 upload, no `r2_data_catalog`); a
  * stream's `format` is JSON; the stream log is never compacted (it grows until the stream is
- * deleted); `--pipelines-log nats://…` is not implemented yet (only `local`); the Parquet size
+ * deleted; JetStream streams are deleted with it); the Parquet size
  * roll is measured on the staged JSON rows, not on the Parquet output.
  */
 import { join } from 'node:path';
@@ -33,6 +36,7 @@ import { ApiError, CODES } from '../../core/errors.ts';
 import { bindingExtensionService, type BindingExtension } from '../workers/index.ts';
 import { BINDING_TYPE, checkBinding, nodeBindings, shimSource } from './binding.ts';
 import { LocalLog } from './log.ts';
+import { NatsLog } from './nats-log.ts';
 import { mountPipelinesRoutes, PIPELINES_PERMISSION } from './routes.ts';
 import { PipelinesService } from './service.ts';
 import { initSql } from './sql.ts';
@@ -60,9 +64,10 @@ export default defineArea({
     ctx.services.provide(PIPELINES_SERVICE, { service: () => service });
     return {
       async start() {
-        if (ctx.config.pipelinesLog !== 'local') throw new Error(`--pipelines-log ${ctx.config.pipelinesLog}: only local is supported in this build`);
         await initSql();
-        const s = new PipelinesService(ctx, new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log), log);
+        const where = ctx.config.pipelinesLog;
+        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log) : await NatsLog.open(where, log);
+        const s = new PipelinesService(ctx, streamLog, log);
         await s.startAll();
         service = s;
       },

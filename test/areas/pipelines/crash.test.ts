@@ -1,6 +1,6 @@
 /**
  * A 200 from ingestion means the events are durable: a real `outpost serve` process is killed
- * with SIGKILL while 12 writers ingest (and its pipeline rolls files under them); after a restart
+ * with SIGKILL while 12 writers ingest (on the local log and on NATS JetStream) (and its pipeline rolls files under them); after a restart
  * every acknowledged event is in the sink's finished files, and no event is in them twice.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropSchema } from '../../../src/core/storage/db.ts';
-import { testDatabase } from '../../support/server.ts';
+import { sqlitePassOnly, testDatabase } from '../../support/server.ts';
 import { spawnServe, waitExit, type ServeProcess } from '../../support/process.ts';
 import { sinkFiles } from '../../../src/areas/pipelines/query.ts';
 
@@ -16,14 +16,14 @@ const TOKEN = 'pipelines-crash-token-0123456789abcdef';
 const ACCOUNT = 'feed0000feed0000feed0000feed0000';
 const dataDir = mkdtempSync(join(tmpdir(), 'outpost-pipelines-crash-'));
 const pg = testDatabase();
-const logArgs = process.env.OUTPOST_TEST_PIPELINES_LOG ? ['--pipelines-log', process.env.OUTPOST_TEST_PIPELINES_LOG] : [];
-const args = ['--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dataDir, '--pipelines-tick-ms', '30', ...logArgs, ...(pg.url ? ['--database', pg.url, '--database-schema', pg.schema!] : [])];
+const argsFor = (log: string, dir: string) => ['--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dir, '--pipelines-tick-ms', '30', '--pipelines-log', log, ...(pg.url ? ['--database', pg.url, '--database-schema', `${pg.schema!}_${log === 'local' ? 'l' : 'n'}`] : [])];
+const NATS = 'nats://127.0.0.1:4222';
 const env = { OUTPOST_API_TOKEN: TOKEN, OUTPOST_ACCOUNT_ID: ACCOUNT };
 let proc: ServeProcess | undefined;
 
 afterAll(async () => {
   proc?.child.kill('SIGKILL');
-  if (pg.url && pg.schema) await dropSchema(pg.url, pg.schema);
+  if (pg.url && pg.schema) for (const x of ['l', 'n']) await dropSchema(pg.url, `${pg.schema}_${x}`);
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -36,8 +36,13 @@ async function api(base: string, method: string, path: string, body?: unknown) {
   return { status: res.status, body: (await res.json()) as any };
 }
 
-describe('pipelines durability', () => {
+// The NATS variant's subject is the log, not the control-plane database: SQLite pass only.
+const LOGS = ['local', ...(sqlitePassOnly('the JetStream crash variant exercises the stream log, not the database') ? [] : [NATS])];
+
+describe.each(LOGS)('pipelines durability (log %s)', (log) => {
   it('keeps every acknowledged event across kill -9, once in finished files', async () => {
+    const dir = join(dataDir, log === 'local' ? 'local' : 'nats');
+    const args = argsFor(log, dir);
     proc = await spawnServe(args, env);
     const stream = (await api(proc.apiUrl, 'POST', '/streams', { name: 'crash_stream' })).body.result;
     const sinkBody = { name: 'crash_sink', type: 'r2', format: { type: 'json' }, config: { bucket: 'crash', rolling_policy: { file_size_bytes: 20_000, inactivity_seconds: 0.3 } } };
@@ -69,7 +74,7 @@ describe('pipelines durability', () => {
     proc = await spawnServe(args, env);
     const count = () => {
       const seen = new Map<string, number>();
-      for (const f of sinkFiles(join(dataDir, 'pipelines', 'buckets'), ACCOUNT, sink)) {
+      for (const f of sinkFiles(join(dir, 'pipelines', 'buckets'), ACCOUNT, sink)) {
         for (const line of readFileSync(f, 'utf8').split('\n')) {
           if (!line) continue;
           const id = JSON.parse(line).id as string;
@@ -93,5 +98,12 @@ describe('pipelines durability', () => {
     const q = await fetch(`${proc.apiUrl}/client/v4/accounts/${ACCOUNT}/pipelines/v1/query`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'text/plain' }, body: 'SELECT COUNT(*) AS n FROM crash_sink' });
     const n = Number(((await q.json()) as any).result.data[0].n);
     expect(n).toBe(seen.size);
+    // Clean up (on NATS this deletes the JetStream stream too).
+    const pipes = (await api(proc.apiUrl, 'GET', '/pipelines')).body.result;
+    for (const p of pipes) await api(proc.apiUrl, 'DELETE', `/pipelines/${p.id}`);
+    expect((await api(proc.apiUrl, 'DELETE', `/streams/${stream.id}`)).status).toBe(200);
+    proc.child.kill('SIGKILL');
+    await waitExit(proc.child);
+    proc = undefined;
   }, 90_000);
 });
