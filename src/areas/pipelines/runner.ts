@@ -15,7 +15,8 @@
  * `.json` (newline-delimited JSON) or `.parquet` (written by DuckDB from the staged rows with the
  * columns' types and the sink's compression).
  */
-import { closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { copyFile, open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
@@ -113,27 +114,30 @@ const DUCK_TYPE: Record<string, string> = {
 const sqlString = (s: string) => `'${s.replace(/'/g, "''")}'`;
 const sqlIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
 
-function writeDurably(path: string, text: string): void {
+/** Replaces a file so that a crash leaves the old or the new content, never a mix. */
+async function writeDurably(path: string, text: string): Promise<void> {
   const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w');
+  const fh = await open(tmp, 'w');
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
+    await fh.writeFile(text);
+    await fh.sync();
   } finally {
-    closeSync(fd);
+    await fh.close();
   }
-  renameSync(tmp, path);
-  syncDir(dirname(path));
+  await rename(tmp, path);
+  await syncDir(dirname(path));
 }
 
-function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
+/** fsync is asynchronous here: a sync blocks for milliseconds, and ingestion shares this thread. */
+async function syncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r');
   try {
-    fsyncSync(fd);
+    await fh.sync();
   } finally {
-    closeSync(fd);
+    await fh.close();
   }
 }
+const syncDir = syncFile;
 
 export class PipelineRunner {
   private cp: Checkpoint = { offset: 0, seq: 1 };
@@ -163,7 +167,7 @@ export class PipelineRunner {
       this.cp = JSON.parse(readFileSync(this.statePath, 'utf8')) as Checkpoint;
     } else {
       this.cp = { offset: await this.o.log.start(this.o.compiled.streamId), seq: 1 };
-      writeDurably(this.statePath, JSON.stringify(this.cp));
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
     }
     if (this.cp.pending) {
       const p = this.cp.pending;
@@ -172,7 +176,7 @@ export class PipelineRunner {
       } else {
         this.cp = { offset: this.cp.offset, seq: p.seq, pending: null };
       }
-      writeDurably(this.statePath, JSON.stringify(this.cp));
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
     }
     this.readOffset = this.cp.offset;
     this.unwatch = this.o.log.watch(this.o.compiled.streamId, () => this.kick());
@@ -239,6 +243,8 @@ export class PipelineRunner {
         else if (this.staging) this.staging.end = r.next;
         if (this.staging && this.staging.bytes >= this.rolling.file_size_bytes) await this.roll();
       }
+      // Under steady load the interval still closes files.
+      if (this.staging && this.o.now().getTime() - this.staging.openedAt >= this.rolling.interval_seconds * 1000) await this.roll();
     }
     const now = this.o.now().getTime();
     const s = this.staging;
@@ -246,7 +252,7 @@ export class PipelineRunner {
     else if (!s && this.readOffset > this.cp.offset) {
       // Everything read was filtered out: move the checkpoint so a restart does not read it again.
       this.cp = { offset: this.readOffset, seq: this.cp.seq, pending: null };
-      writeDurably(this.statePath, JSON.stringify(this.cp));
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
     }
   }
 
@@ -308,7 +314,7 @@ export class PipelineRunner {
   private async roll(): Promise<void> {
     const s = this.staging;
     if (!s) return;
-    fsyncSync(s.fd);
+    // The staged rows need no sync: after a crash they are read again from the log.
     closeSync(s.fd);
     this.staging = undefined;
     const seq = this.cp.seq;
@@ -317,18 +323,16 @@ export class PipelineRunner {
     const root = sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink);
     const target = join(root, rel);
     this.cp = { offset: this.cp.offset, seq, pending: { seq, file: rel, to: s.end, rows: s.rows } };
-    writeDurably(this.statePath, JSON.stringify(this.cp));
+    await writeDurably(this.statePath, JSON.stringify(this.cp));
     mkdirSync(dirname(target), { recursive: true });
     const tmp = `${target}.tmp`;
     if (this.o.sink.format.type === 'parquet') await this.writeParquet(tmp, s.kinds);
-    else copyFileSync(this.stagingPath, tmp);
-    const fd = openSync(tmp, 'r');
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, target);
-    syncDir(dirname(target));
+    else await copyFile(this.stagingPath, tmp);
+    await syncFile(tmp);
+    await rename(tmp, target);
+    await syncDir(dirname(target));
     this.cp = { offset: s.end, seq: seq + 1, pending: null };
-    writeDurably(this.statePath, JSON.stringify(this.cp));
+    await writeDurably(this.statePath, JSON.stringify(this.cp));
     rmSync(this.stagingPath, { force: true });
     this.stats.rows += s.rows;
     this.stats.files += 1;

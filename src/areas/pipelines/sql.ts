@@ -403,6 +403,8 @@ function caseExpr(c: Node, scope: Scope): Compiled {
 }
 
 function fnCall(f: Node, scope: Scope): Compiled {
+  // Keywords such as USER parse as calls without parentheses: here they are column names.
+  if (f.args === 'None') return scope.column([objectName(f.name)]);
   const name = String(objectName(f.name)).toUpperCase();
   const list = f.args?.List;
   if (f.over) throw new PipelineSqlError(`Window functions are not supported (${name} … OVER)`);

@@ -249,13 +249,17 @@ describe('ingestion statuses', () => {
     const chunk = JSON.stringify([{ pad: 'y'.repeat(900_000) }]);
     const statuses: number[] = [];
     let retry: string | null = null;
-    for (let i = 0; i < 6; i++) {
-      const r = await ingest(rl.id, chunk);
-      statuses.push(r.status);
-      if (r.status === 429) retry = r.headers.get('retry-after');
+    // 8 requests of 0.9 MB at once against 3 MB/s; a slow machine gets up to 5 rounds.
+    for (let round = 0; round < 5 && !statuses.includes(429); round++) {
+      const rs = await Promise.all(Array.from({ length: 8 }, () => ingest(rl.id, chunk)));
+      for (const r of rs) {
+        statuses.push(r.status);
+        if (r.status === 429) retry = r.headers.get('retry-after');
+      }
     }
-    expect(statuses[0]).toBe(200);
+    expect(statuses).toContain(200);
     expect(statuses).toContain(429);
+    expect(statuses.every((x) => x === 200 || x === 429)).toBe(true);
     expect(Number(retry)).toBeGreaterThanOrEqual(1);
     expect((await ingest('0'.repeat(32), [{ a: 1 }])).status).toBe(404);
     const off = (await t.call('POST', `${a()}/streams`, { name: 'st_off', http: { enabled: false, authentication: false } })).body.result;
