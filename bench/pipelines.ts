@@ -5,7 +5,7 @@
  * MB/s of the same bodies, and fsync'd append MB/s on this disk (one writer, same body size,
  * `write` + `fdatasync` per body, and batched eight bodies per sync like a loaded group commit).
  *
- *   npm run bench -- pipelines [--seconds 5] [--concurrency 16] [--events 1000] [--samples 20]
+ *   npm run bench -- pipelines [--seconds 5] [--concurrency 16] [--events 1000] [--samples 20] [--ingest-only]
  */
 import http from 'node:http';
 import { closeSync, fdatasyncSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
@@ -28,17 +28,21 @@ const USAGE = `usage: npm run bench -- pipelines [options]
   --concurrency N   requests in flight during ingest (default 16)
   --events N        events per request body (default 1000, about 180 KB)
   --samples N       end-to-end latency samples (default 20)
+  --ingest-only     no pipeline reads the stream; stop after the ingest phase
 `;
 
 const TOKEN = 'outpost-bench-token-pipelines-0123456789';
 const ACCOUNT = 'abcdefabcdefabcdefabcdefabcdef02';
 
 function parse(args: string[]) {
-  const o = { seconds: 5, concurrency: 16, events: 1000, samples: 20 };
+  const o = { seconds: 5, concurrency: 16, events: 1000, samples: 20, ingestOnly: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const v = args[++i];
-    if (a === '--seconds') o.seconds = intOption(a, v, 1, 600);
+    if (a === '--ingest-only') {
+      o.ingestOnly = true;
+      i--;
+    } else if (a === '--seconds') o.seconds = intOption(a, v, 1, 600);
     else if (a === '--concurrency') o.concurrency = intOption(a, v, 1, 256);
     else if (a === '--events') o.events = intOption(a, v, 1, 5000);
     else if (a === '--samples') o.samples = intOption(a, v, 1, 1000);
@@ -95,7 +99,7 @@ export async function main(args: string[]): Promise<number> {
     };
     const stream = await api('POST', '/streams', { name: 'bench_events' });
     const sink: StoredSink = await api('POST', '/sinks', { name: 'bench_out', type: 'r2', format: { type: 'json' }, config: { bucket: 'bench', rolling_policy: { file_size_bytes: 64 * 1024 * 1024, inactivity_seconds: 0.05, interval_seconds: 1 } } });
-    if (!process.env.BENCH_NO_PIPE) await api('POST', '/pipelines', { name: 'bench_pipe', sql: "INSERT INTO bench_out SELECT id, user, UPPER(country) AS country, CAST(amount AS int32) AS amount FROM bench_events WHERE path <> '/none'" });
+    if (!o.ingestOnly) await api('POST', '/pipelines', { name: 'bench_pipe', sql: "INSERT INTO bench_out SELECT id, user, UPPER(country) AS country, CAST(amount AS int32) AS amount FROM bench_events WHERE path <> '/none'" });
     const payload = body(o.events, 'load');
     const mb = payload.length / 1e6;
 
@@ -145,7 +149,7 @@ export async function main(args: string[]): Promise<number> {
     const ingestMBs = (accepted * mb) / secs;
     const eventsPerSec = (accepted * o.events) / secs;
     process.stderr.write(`ingest phase: ${ingestMBs.toFixed(1)} MB/s, ${accepted} accepted, ${refused} refused\n`);
-    if (process.env.BENCH_NO_PIPE) return 0;
+    if (o.ingestOnly) return 0;
 
     // 4. End to end: 200 → the row in a finished sink file (after the load has drained).
     const files = () => sinkFiles(join(dir.path, 'pipelines', 'buckets'), ACCOUNT, sink);
