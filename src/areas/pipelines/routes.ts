@@ -338,7 +338,8 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
     }
     return res;
   };
-  const ingestSpec = { auth: 'custom' as const, tags: ['pipelines ingest'] };
+  // Public to the router: each stream decides (http.authentication) and the handler checks it.
+  const ingestSpec = { auth: 'public' as const, tags: ['pipelines ingest'] };
   for (const path of ['/', '/v1']) {
     ctx.router.add({ ...ingestSpec, method: 'POST', path, operationId: `pipelinesIngestHost${path.replace('/', '_')}`, summary: 'Ingests events (Host: <stream id>.<ingest host>)' }, async ({ c }: Req<unknown, unknown>) => raw(await ingest(c, streamFromHost(c))));
     ctx.router.add({ ...ingestSpec, method: 'OPTIONS', path, operationId: `pipelinesIngestHostPreflight${path.replace('/', '_')}`, summary: 'CORS preflight of the ingest endpoint' }, async ({ c }: Req<unknown, unknown>) => raw(await preflight(c, streamFromHost(c))));
