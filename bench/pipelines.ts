@@ -4,6 +4,7 @@
  * sink file; beside the physical limits measured in the same run on the same data: JSON.parse
  * MB/s of the same bodies, and fsync'd append MB/s on this disk (one writer, same body size,
  * `write` + `fdatasync` per body, and batched eight bodies per sync like a loaded group commit).
+ * Outpost runs as its own `outpost serve` process; the load comes from this one.
  *
  *   npm run bench -- pipelines [--seconds 5] [--concurrency 16] [--events 1000] [--samples 20] [--ingest-only]
  */
@@ -11,9 +12,8 @@ import http from 'node:http';
 import { closeSync, fdatasyncSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { loadConfig } from '../src/core/config.ts';
-import { createLogger } from '../src/core/log.ts';
-import { startServer } from '../src/server.ts';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { sinkFiles } from '../src/areas/pipelines/query.ts';
 import type { StoredSink } from '../src/areas/pipelines/schemas.ts';
 import { intOption, UsageError } from './lib/args.ts';
@@ -85,11 +85,26 @@ export async function main(args: string[]): Promise<number> {
     throw err;
   }
   const dir = tempDir('outpost-bench-pipelines-');
-  const config = loadConfig({}, {}, {
-    apiPort: 0, edgePort: 0, dnsPort: 0, turnPort: 0, dataDir: dir.path, apiToken: TOKEN, accountId: ACCOUNT, logLevel: 'silent',
-    pipelinesStreamRate: 4_000_000_000, pipelinesTickMs: 10,
+  // The server runs in its own process (as `outpost serve` does), the load in this one.
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../bin/outpost.js', import.meta.url)), 'serve', '--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dir.path, '--pipelines-stream-rate', '4000000000', '--pipelines-tick-ms', '10'], {
+    env: { ...process.env, OUTPOST_API_TOKEN: TOKEN, OUTPOST_ACCOUNT_ID: ACCOUNT, OUTPOST_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const server = await startServer(config, { logger: createLogger('silent') });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const apiUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`outpost did not start:\n${out}`)), 60_000);
+    child.stdout!.on('data', () => {
+      const m = /management API\s+http\s+(http:\/\/\S+)\/client\/v4/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`outpost exited with ${code}:\n${out}`)));
+  });
+  const server = { apiUrl, apiPort: Number(new URL(apiUrl).port) };
   try {
     const api = async (method: string, path: string, b?: unknown) => {
       const r = await fetch(`${server.apiUrl}/client/v4/accounts/${ACCOUNT}/pipelines/v1${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: b === undefined ? undefined : JSON.stringify(b) });
@@ -193,7 +208,8 @@ export async function main(args: string[]): Promise<number> {
     process.stdout.write(`end to end (200 → row in a finished file, ${o.samples} probes): p50 ${ms(percentile(latencies, 50))}, p99 ${ms(percentile(latencies, 99))}, max ${ms(Math.max(...latencies))}\n`);
     return 0;
   } finally {
-    await server.stop();
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
     await dir.remove();
   }
 }
