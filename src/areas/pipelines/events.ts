@@ -4,6 +4,7 @@
  * with the event's index). Fields the schema does not name are kept as they are.
  */
 import type { Field, StoredStream } from './schemas.ts';
+import { RFC3339 } from './sql.ts';
 
 export class EventError extends Error {}
 
@@ -27,7 +28,7 @@ function checkValue(f: Field, v: unknown, path: string): string | undefined {
       return typeof v === 'boolean' ? undefined : bad('a boolean');
     case 'timestamp':
       if (typeof v === 'number' && Number.isFinite(v)) return undefined;
-      if (typeof v === 'string' && !Number.isNaN(Date.parse(v))) return undefined;
+      if (typeof v === 'string' && RFC3339.test(v) && !Number.isNaN(Date.parse(v))) return undefined;
       return bad('a timestamp (RFC 3339 text or milliseconds since the epoch)');
     case 'binary':
       return typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v) ? undefined : bad('base64 text (binary)');

@@ -160,8 +160,24 @@ function objectName(parts: Node): string {
   return names[0];
 }
 
+/** `a.b.c` where the parser made a field access chain (keywords such as USER inside it). */
+function fieldPath(f: Node): string[] {
+  const part = (n: Node): string => {
+    if (n.Identifier) return n.Identifier.value;
+    if (n.Function && n.Function.args === 'None') return objectName(n.Function.name);
+    throw new PipelineSqlError('Only dotted field names are supported in a field access (no [index] or expressions)');
+  };
+  const path = f.root.CompoundIdentifier ? (f.root.CompoundIdentifier as Node[]).map((p) => p.value) : [part(f.root)];
+  for (const step of f.access_chain as Node[]) {
+    if (!step.Dot) throw new PipelineSqlError('Only dotted field names are supported in a field access (no [index])');
+    path.push(part(step.Dot));
+  }
+  return path;
+}
+
 function defaultName(expr: Node, i: number): string {
   if (expr.Identifier) return expr.Identifier.value;
+  if (expr.CompoundFieldAccess) return fieldPath(expr.CompoundFieldAccess).at(-1)!;
   if (expr.CompoundIdentifier) return expr.CompoundIdentifier[expr.CompoundIdentifier.length - 1].value;
   if (expr.Function) return `${String(expr.Function.name?.[0]?.Identifier?.value ?? 'expr').toLowerCase()}_${i + 1}`;
   return `col_${i + 1}`;
@@ -220,6 +236,7 @@ const isNum = (t: ValueType) => t === undefined || NUMERIC.has(t);
 function compile(node: Node, scope: Scope): Compiled {
   if (node.Identifier) return scope.column([node.Identifier.value]);
   if (node.CompoundIdentifier) return scope.column((node.CompoundIdentifier as Node[]).map((p) => p.value));
+  if (node.CompoundFieldAccess) return scope.column(fieldPath(node.CompoundFieldAccess));
   if (node.Nested) return compile(node.Nested, scope);
   if (node.Value) return literal(node.Value.value ?? node.Value);
   if (node.UnaryOp) {
@@ -330,14 +347,16 @@ function binary(b: Node, scope: Scope): Compiled {
   const arith = ARITH[op];
   if (arith) {
     for (const side of [l, r]) if (!isNum(side.type)) throw new PipelineSqlError(`Operator ${op} needs numbers, not ${side.type}`);
-    const intResult = op !== 'Divide' && (l.type === 'int32' || l.type === 'int64') && (r.type === 'int32' || r.type === 'int64');
+    const isInt = (t: ValueType) => t === 'int32' || t === 'int64';
+    // Untyped operands (columns of a stream without a schema) leave the type to the values.
+    const type: ValueType = op === 'Divide' ? 'float64' : l.type === undefined || r.type === undefined ? undefined : isInt(l.type) && isInt(r.type) ? 'int64' : 'float64';
     return {
       fn: (ev) => {
         const a = num(l.fn(ev)), c = num(r.fn(ev));
         if (a === null || c === null) return null;
         return arith(a, c);
       },
-      type: intResult ? 'int64' : 'float64',
+      type,
     };
   }
   const cmp = CMP[op];
@@ -517,7 +536,7 @@ export function castTo(type: ValueType): ((v: unknown) => unknown) | undefined {
       return (v) => {
         let ms: number;
         if (typeof v === 'number') ms = v;
-        else if (typeof v === 'string') ms = /^-?\d+$/.test(v.trim()) ? Number(v) : Date.parse(v);
+        else if (typeof v === 'string') ms = /^-?\d+$/.test(v.trim()) ? Number(v) : RFC3339.test(v) ? Date.parse(v) : NaN;
         else return null;
         if (!Number.isFinite(ms)) return null;
         const d = new Date(ms);
@@ -527,6 +546,9 @@ export function castTo(type: ValueType): ((v: unknown) => unknown) | undefined {
       return undefined;
   }
 }
+
+/** Timestamps in text: an RFC 3339 date, optionally with a time (Date.parse alone takes "42.9"). */
+export const RFC3339 = /^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/;
 
 function text(v: unknown): string {
   if (typeof v === 'string') return v;
