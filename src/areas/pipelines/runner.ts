@@ -154,11 +154,14 @@ export class PipelineRunner {
   private readonly statePath: string;
   private readonly stagingPath: string;
   private readonly rolling: typeof DEFAULT_ROLLING;
+  /** Parquet files need a type for columns the SQL leaves untyped: learned from their values. */
+  private readonly inferTypes: boolean;
 
   constructor(private readonly o: RunnerOptions) {
     this.statePath = join(o.stateDir, `${o.pipelineId}.json`);
     this.stagingPath = join(o.stateDir, `${o.pipelineId}.staging.ndjson`);
     this.rolling = { ...DEFAULT_ROLLING, ...(o.sink.config.rolling_policy ?? {}) };
+    this.inferTypes = o.sink.format.type === 'parquet' && (o.compiled.passthrough || o.compiled.columns.some((c) => c.type === undefined));
   }
 
   async start(): Promise<void> {
@@ -242,6 +245,8 @@ export class PipelineRunner {
         if (lines.length > 0) this.stage(lines, r.next);
         else if (this.staging) this.staging.end = r.next;
         if (this.staging && this.staging.bytes >= this.rolling.file_size_bytes) await this.roll();
+        // Let ingestion (same thread) answer between records: it must not wait for a catch-up.
+        await new Promise((resolve) => setImmediate(resolve));
       }
       // Under steady load the interval still closes files.
       if (this.staging && this.o.now().getTime() - this.staging.openedAt >= this.rolling.interval_seconds * 1000) await this.roll();
@@ -258,7 +263,7 @@ export class PipelineRunner {
 
   private serialize(row: Record<string, unknown>): string {
     const s = this.staging;
-    if (this.o.compiled.passthrough || this.o.compiled.columns.some((c) => c.type === undefined)) {
+    if (this.inferTypes) {
       // Columns without a declared type get the narrowest type their values fit (Parquet only).
       const kinds = s?.kinds ?? (this.pendingKinds ??= new Map());
       for (const [k, v] of Object.entries(row)) {
