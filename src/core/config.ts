@@ -156,6 +156,14 @@ export interface Config {
   sfuConnectWaitMs: number;
   /** Edge HTTPS port (TLS with SNI, HTTP/2, client certificates); unset = no HTTPS listener, 0 = any free port. */
   edgeTlsPort?: number;
+  /** Pipelines: host suffix of the ingest endpoints `<stream id>.<suffix>` on the API port. */
+  pipelinesIngestHost: string;
+  /** Pipelines: accepted bytes per second and stream over HTTP and the binding (429 beyond). */
+  pipelinesStreamRate: number;
+  /** Pipelines: how often each pipeline checks its rolling policy, ms. */
+  pipelinesTickMs: number;
+  /** Pipelines: the stream log, `local` (files in the data directory) or `nats://host:port` (JetStream). */
+  pipelinesLog: string;
 }
 
 export const DEFAULTS: Config = {
@@ -215,6 +223,10 @@ export const DEFAULTS: Config = {
   browserAllow: [],
   sfuTrackIdleMs: 30_000,
   sfuConnectWaitMs: 5_000,
+  pipelinesIngestHost: 'pipelines.localhost',
+  pipelinesStreamRate: 5_000_000,
+  pipelinesTickMs: 250,
+  pipelinesLog: 'local',
 };
 
 interface OptionSpec {
@@ -715,6 +727,34 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_EDGE_TLS_PORT',
     type: 'port',
     help: 'edge HTTPS port with certificates from the local CA (default off; 0 = any free port)',
+  },
+  {
+    key: 'pipelinesIngestHost',
+    flag: 'pipelines-ingest-host',
+    env: 'OUTPOST_PIPELINES_INGEST_HOST',
+    type: 'string',
+    help: 'host suffix of pipeline ingest endpoints <stream id>.<suffix> (default pipelines.localhost)',
+  },
+  {
+    key: 'pipelinesStreamRate',
+    flag: 'pipelines-stream-rate',
+    env: 'OUTPOST_PIPELINES_STREAM_RATE',
+    type: 'int',
+    help: 'bytes per second each pipeline stream accepts before 429 (default 5000000)',
+  },
+  {
+    key: 'pipelinesTickMs',
+    flag: 'pipelines-tick-ms',
+    env: 'OUTPOST_PIPELINES_TICK_MS',
+    type: 'int',
+    help: 'how often pipelines check their rolling policy, ms (default 250)',
+  },
+  {
+    key: 'pipelinesLog',
+    flag: 'pipelines-log',
+    env: 'OUTPOST_PIPELINES_LOG',
+    type: 'string',
+    help: 'pipeline stream log: local (default) or nats://host:port for NATS JetStream',
   },
 ];
 

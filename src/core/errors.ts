@@ -310,6 +310,19 @@ export const CODES = {
   token_config_not_found: { code: 10406, status: 404, message: 'Token validation configuration {0} not found in this zone' },
   token_rule_not_found: { code: 10407, status: 404, message: 'Token validation rule {0} not found in this zone' },
   user_schema_not_found: { code: 10408, status: 404, message: 'Schema {0} not found in this zone' },
+  // --- pipelines (streams, sinks, pipelines, ingestion) -----------------------------------------
+  pipelines_invalid: { code: 1001, status: 400, message: '{0}' },
+  pipelines_sql_invalid: { code: 1002, status: 400, message: 'Invalid pipeline SQL: {0}' },
+  pipelines_stream_not_found: { code: 1003, status: 404, message: 'Stream {0} not found' },
+  pipelines_sink_not_found: { code: 1004, status: 404, message: 'Sink {0} not found' },
+  pipelines_pipeline_not_found: { code: 1005, status: 404, message: 'Pipeline {0} not found' },
+  pipelines_name_exists: { code: 1006, status: 409, message: '{0}' },
+  pipelines_in_use: { code: 1007, status: 409, message: '{0}' },
+  pipelines_ingest_invalid: { code: 1008, status: 400, message: '{0}' },
+  pipelines_ingest_too_large: { code: 1009, status: 413, message: 'Payload too large: {0} bytes; split it below 1 MB (1048576 bytes) per request' },
+  pipelines_ingest_rate_limited: { code: 1010, status: 429, message: 'Rate limited: this stream accepts {0} bytes per second; back off and retry' },
+  pipelines_ingest_disabled: { code: 1011, status: 404, message: '{0}' },
+  pipelines_query_invalid: { code: 1012, status: 400, message: '{0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

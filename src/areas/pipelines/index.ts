@@ -1,0 +1,81 @@
+/**
+ * @module pipelines — event pipelines (spec 002_27fdb1f572b9493b.txt, "Pipeline event", "Pipeline
+ * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events over
+ * HTTP or from the `pipelines` script binding, SQL (`INSERT INTO <sink> SELECT … FROM <stream>
+ * [WHERE …]`) transforms them, sinks write newline-delimited JSON or Parquet files into a bucket
+ * directory, and the files are queryable as tables named after their sinks.
+ *
+ * Management (the official client's v1 API): `/accounts/{a}/pipelines/v1/streams`, `/sinks`,
+ * `/pipelines`, `/validate_sql`; results: `POST|GET /accounts/{a}/pipelines/v1/query` (Outpost's
+ * own endpoint; read-only, the caller's account only). Permission: Pipelines (read/edit); HTTP
+ * ingestion on a stream with `http.authentication: true` needs Pipelines Write.
+ *
+ * Ingestion: the stream's `endpoint` (`http://<stream id>.<--pipelines-ingest-host>:<api port>`,
+ * `POST /` or `/v1`), and the alias `POST /pipelines/ingest/{stream_id}` on the API port. A 200
+ * means the batch is fsync'd into the stream log (group commit; `log.ts`). Limits: 1 MB per
+ * request (413), `--pipelines-stream-rate` bytes/s per stream (default 5 MB/s; 429 with
+ * retry-after), typed streams check each event (400 naming the event and field).
+ *
+ * Growing past one machine: `--pipelines-log nats://host:port` keeps the stream log in NATS
+ * JetStream (`nats-log.ts`) instead of local files; the same ingestion and delivery rules apply.
+ *
+ * Delivery: at-least-once from the log, with a two-step checkpoint around each finished file so a
+ * restart never writes an event twice into finished files (`runner.ts`).
+ *
+ * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
+ * `pipelines`, path = sink name).
+ *
+ * LIMITATIONS: sinks write to local directories only (no S3 upload, no `r2_data_catalog`); a
+ * stream's `format` is JSON; the stream log is never compacted (it grows until the stream is
+ * deleted; JetStream streams are deleted with it); the Parquet size
+ * roll is measured on the staged JSON rows, not on the Parquet output.
+ */
+import { join } from 'node:path';
+import { defineArea } from '../../core/area.ts';
+import { ApiError, CODES } from '../../core/errors.ts';
+import { bindingExtensionService, type BindingExtension } from '../workers/index.ts';
+import { BINDING_TYPE, checkBinding, nodeBindings, shimSource } from './binding.ts';
+import { LocalLog } from './log.ts';
+import { NatsLog } from './nats-log.ts';
+import { mountPipelinesRoutes, PIPELINES_PERMISSION } from './routes.ts';
+import { PipelinesService } from './service.ts';
+import { initSql } from './sql.ts';
+
+export const PIPELINES_SERVICE = 'pipelines';
+export { PipelinesService } from './service.ts';
+
+export default defineArea({
+  name: 'pipelines',
+  mount(ctx) {
+    ctx.permissions.define({ key: PIPELINES_PERMISSION, name: 'Pipelines', scope: 'account' });
+    const log = ctx.log.child({ area: 'pipelines' });
+    let service: PipelinesService | undefined;
+    const require = (): PipelinesService => {
+      if (!service) throw new ApiError(503, [{ code: CODES.worker_runtime_unavailable.code, message: 'Pipelines are not running; retry in a moment' }]);
+      return service;
+    };
+    mountPipelinesRoutes(ctx, require);
+    const extension: BindingExtension = {
+      check: (b) => checkBinding(b),
+      bindings: (accountId, b) => nodeBindings(require, () => ctx.database.db, accountId, b),
+      shim: (b) => shimSource(b),
+    };
+    ctx.services.provide(bindingExtensionService(BINDING_TYPE), extension);
+    ctx.services.provide(PIPELINES_SERVICE, { service: () => service });
+    return {
+      async start() {
+        await initSql();
+        const where = ctx.config.pipelinesLog;
+        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log) : await NatsLog.open(where, log);
+        const s = new PipelinesService(ctx, streamLog, log);
+        await s.startAll();
+        service = s;
+      },
+      async stop() {
+        const s = service;
+        service = undefined;
+        await s?.stop();
+      },
+    };
+  },
+});

@@ -1,0 +1,418 @@
+/**
+ * One running pipeline: it reads its stream's log from its checkpoint in micro-batches, applies
+ * the compiled SQL to each event, stages the rows of the sink's open file, and finishes the file
+ * when the rolling policy says so (size, interval since the file opened, inactivity).
+ *
+ * Delivery is at-least-once into the log and exactly-once into finished files. Each finished file
+ * has a sequence number and covers a range of the log ending at a record boundary; the
+ * checkpoint (`<data dir>/pipelines/state/<pipeline id>.json`) is written in two steps around the
+ * file: first "pending: file N covers the log up to offset X", then the file (written under a
+ * temporary name, synced, renamed), then "done: next file N+1 starts at X". After a crash, a
+ * pending file that exists is taken as done; one that does not is written again from the same
+ * offset. The staged rows of the open file are not kept: they are read again from the log.
+ *
+ * Files: `<data dir>/pipelines/buckets/<account>/<bucket>/<path>/<time partition>/<name>` with
+ * `.json` (newline-delimited JSON) or `.parquet` (written by DuckDB from the staged rows with the
+ * columns' types and the sink's compression).
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { copyFile, open, rename } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { DuckDBConnection } from '@duckdb/node-api';
+import type { Logger } from '../../core/log.ts';
+import type { StreamLog } from './log.ts';
+import type { StoredSink } from './schemas.ts';
+import type { CompiledPipeline, ValueType } from './sql.ts';
+
+export const DEFAULT_ROLLING = { file_size_bytes: 100 * 1024 * 1024, interval_seconds: 300, inactivity_seconds: 60 };
+export const DEFAULT_TIME_PATTERN = 'year=%Y/month=%m/day=%d';
+const READ_BYTES = 4 * 1024 * 1024;
+
+interface Checkpoint {
+  /** Log offset the next file starts at. */
+  offset: number;
+  seq: number;
+  pending?: { seq: number; file: string; to: number; rows: number } | null;
+}
+
+export interface RunnerOptions {
+  accountId: string;
+  pipelineId: string;
+  compiled: CompiledPipeline;
+  sink: StoredSink;
+  log: StreamLog;
+  duck: () => Promise<DuckDBConnection>;
+  stateDir: string;
+  bucketRoot: string;
+  now: () => Date;
+  logger: Logger;
+  tickMs: number;
+}
+
+/** The directory a sink's files live under (bucket + path), for queries. */
+export function sinkDir(bucketRoot: string, accountId: string, sink: StoredSink): string {
+  return join(bucketRoot, accountId, sink.config.bucket, ...(sink.config.path ?? '').split('/').filter(Boolean));
+}
+
+export function sinkExtension(sink: StoredSink): string {
+  return sink.format.type === 'parquet' ? '.parquet' : '.json';
+}
+
+export function timePartition(pattern: string, at: Date): string {
+  const p2 = (n: number) => String(n).padStart(2, '0');
+  return pattern.replace(/%([YmdHMS%])/g, (_, k: string) => {
+    switch (k) {
+      case 'Y': return String(at.getUTCFullYear());
+      case 'm': return p2(at.getUTCMonth() + 1);
+      case 'd': return p2(at.getUTCDate());
+      case 'H': return p2(at.getUTCHours());
+      case 'M': return p2(at.getUTCMinutes());
+      case 'S': return p2(at.getUTCSeconds());
+      default: return '%';
+    }
+  });
+}
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+function ulid(ms: number): string {
+  let t = '';
+  let n = ms;
+  for (let i = 0; i < 10; i++) {
+    t = CROCKFORD[n % 32] + t;
+    n = Math.floor(n / 32);
+  }
+  const r = randomBytes(16);
+  let rand = '';
+  for (let i = 0; i < 16; i++) rand += CROCKFORD[r[i] % 32];
+  return t + rand;
+}
+function uuidV7(ms: number): string {
+  const b = randomBytes(16);
+  const hex = ms.toString(16).padStart(12, '0');
+  for (let i = 0; i < 6; i++) b[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  b[6] = (b[6] & 0x0f) | 0x70;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+const DUCK_TYPE: Record<string, string> = {
+  string: 'VARCHAR',
+  int32: 'INTEGER',
+  int64: 'BIGINT',
+  float32: 'FLOAT',
+  float64: 'DOUBLE',
+  bool: 'BOOLEAN',
+  timestamp: 'TIMESTAMP',
+  json: 'JSON',
+  binary: 'VARCHAR',
+  struct: 'JSON',
+  list: 'JSON',
+};
+
+const sqlString = (s: string) => `'${s.replace(/'/g, "''")}'`;
+const sqlIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
+
+/** Replaces a file so that a crash leaves the old or the new content, never a mix. */
+async function writeDurably(path: string, text: string): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const fh = await open(tmp, 'w');
+  try {
+    await fh.writeFile(text);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+  await syncDir(dirname(path));
+}
+
+/** fsync is asynchronous here: a sync blocks for milliseconds, and ingestion shares this thread. */
+async function syncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+const syncDir = syncFile;
+
+export class PipelineRunner {
+  private cp: Checkpoint = { offset: 0, seq: 1 };
+  private readOffset = 0;
+  private staging?: { fd: number; bytes: number; rows: number; openedAt: number; lastAt: number; end: number; kinds: Map<string, Set<string>> };
+  private running = false;
+  private again = false;
+  private stopped = false;
+  private timer?: NodeJS.Timeout;
+  private unwatch?: () => void;
+  private current: Promise<void> = Promise.resolve();
+  /** Events read, rows written to finished files, events dropped (unparseable). */
+  readonly stats = { events: 0, rows: 0, files: 0, dropped: 0, lastError: undefined as string | undefined };
+  private readonly statePath: string;
+  private readonly stagingPath: string;
+  private readonly rolling: typeof DEFAULT_ROLLING;
+  /** Parquet files need a type for columns the SQL leaves untyped: learned from their values. */
+  private readonly inferTypes: boolean;
+
+  constructor(private readonly o: RunnerOptions) {
+    this.statePath = join(o.stateDir, `${o.pipelineId}.json`);
+    this.stagingPath = join(o.stateDir, `${o.pipelineId}.staging.ndjson`);
+    this.rolling = { ...DEFAULT_ROLLING, ...(o.sink.config.rolling_policy ?? {}) };
+    this.inferTypes = o.sink.format.type === 'parquet' && (o.compiled.passthrough || o.compiled.columns.some((c) => c.type === undefined));
+  }
+
+  async start(): Promise<void> {
+    mkdirSync(this.o.stateDir, { recursive: true });
+    if (existsSync(this.statePath)) {
+      this.cp = JSON.parse(readFileSync(this.statePath, 'utf8')) as Checkpoint;
+    } else {
+      this.cp = { offset: await this.o.log.start(this.o.compiled.streamId), seq: 1 };
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
+    }
+    if (this.cp.pending) {
+      const p = this.cp.pending;
+      if (existsSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file))) {
+        this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
+      } else {
+        this.cp = { offset: this.cp.offset, seq: p.seq, pending: null };
+      }
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
+    }
+    this.readOffset = this.cp.offset;
+    this.unwatch = this.o.log.watch(this.o.compiled.streamId, () => this.kick());
+    this.timer = setInterval(() => this.kick(), this.o.tickMs);
+    this.timer.unref();
+    this.kick();
+  }
+
+  /** Runs a step now, or once more after the running one. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    this.current = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.step();
+        } while (this.again && !this.stopped);
+        this.stats.lastError = undefined;
+      } catch (err) {
+        this.stats.lastError = String((err as Error).message ?? err);
+        this.o.logger.error({ err, pipeline: this.o.pipelineId }, 'pipeline step failed; it retries on the next tick');
+      } finally {
+        this.running = false;
+      }
+    })();
+  }
+
+  /** Waits for the step in progress (tests and shutdown). */
+  idle(): Promise<void> {
+    return this.current;
+  }
+
+  private async step(): Promise<void> {
+    for (;;) {
+      if (this.stopped) return;
+      const records = await this.o.log.read(this.o.compiled.streamId, this.readOffset, READ_BYTES);
+      if (records.length === 0) break;
+      for (const r of records) {
+        let events: unknown;
+        try {
+          events = JSON.parse(r.payload.toString('utf8'));
+        } catch {
+          events = undefined;
+        }
+        const lines: string[] = [];
+        if (Array.isArray(events)) {
+          for (const ev of events) {
+            this.stats.events += 1;
+            if (ev === null || typeof ev !== 'object') {
+              this.stats.dropped += 1;
+              continue;
+            }
+            const row = this.o.compiled.apply(ev as Record<string, unknown>);
+            if (row) lines.push(this.serialize(row));
+          }
+        } else this.stats.dropped += 1;
+        this.readOffset = r.next;
+        if (lines.length > 0) this.stage(lines, r.next);
+        else if (this.staging) this.staging.end = r.next;
+        if (this.staging && this.staging.bytes >= this.rolling.file_size_bytes) await this.roll();
+        // Let ingestion (same thread) answer between records: it must not wait for a catch-up.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      // Under steady load the interval still closes files.
+      if (this.staging && this.o.now().getTime() - this.staging.openedAt >= this.rolling.interval_seconds * 1000) await this.roll();
+    }
+    const now = this.o.now().getTime();
+    const s = this.staging;
+    if (s && (now - s.openedAt >= this.rolling.interval_seconds * 1000 || now - s.lastAt >= this.rolling.inactivity_seconds * 1000)) await this.roll();
+    else if (!s && this.readOffset > this.cp.offset) {
+      // Everything read was filtered out: move the checkpoint so a restart does not read it again.
+      this.cp = { offset: this.readOffset, seq: this.cp.seq, pending: null };
+      await writeDurably(this.statePath, JSON.stringify(this.cp));
+    }
+  }
+
+  private serialize(row: Record<string, unknown>): string {
+    const s = this.staging;
+    if (this.inferTypes) {
+      // Columns without a declared type get the narrowest type their values fit (Parquet only).
+      const kinds = s?.kinds ?? (this.pendingKinds ??= new Map());
+      for (const [k, v] of Object.entries(row)) {
+        if (v === null || v === undefined) continue;
+        let set = kinds.get(k);
+        if (!set) kinds.set(k, (set = new Set()));
+        set.add(typeof v === 'number' ? (Number.isInteger(v) ? 'int' : 'float') : typeof v);
+      }
+    }
+    if (this.o.sink.format.type === 'json' && this.o.sink.format.timestamp_format === 'unix_millis') {
+      for (const c of this.o.compiled.columns) if (c.type === 'timestamp' && typeof row[c.name] === 'string') row[c.name] = Date.parse(row[c.name] as string);
+    }
+    return JSON.stringify(row);
+  }
+
+  private pendingKinds?: Map<string, Set<string>>;
+
+  private stage(lines: string[], end: number): void {
+    const now = this.o.now().getTime();
+    if (!this.staging) {
+      this.staging = { fd: openSync(this.stagingPath, 'w'), bytes: 0, rows: 0, openedAt: now, lastAt: now, end, kinds: this.pendingKinds ?? new Map() };
+      this.pendingKinds = undefined;
+    }
+    const text = lines.join('\n') + '\n';
+    this.staging.bytes += writeSync(this.staging.fd, text);
+    this.staging.rows += lines.length;
+    this.staging.lastAt = now;
+    this.staging.end = end;
+  }
+
+  private fileName(seq: number, at: Date): string {
+    const naming = this.o.sink.config.file_naming ?? {};
+    const prefix = naming.prefix ?? '';
+    const suffix = naming.suffix ?? '';
+    let core: string;
+    switch (naming.strategy ?? 'serial') {
+      case 'uuid':
+        core = randomUUID();
+        break;
+      case 'uuid_v7':
+        core = uuidV7(at.getTime());
+        break;
+      case 'ulid':
+        core = ulid(at.getTime());
+        break;
+      default:
+        core = `${String(seq).padStart(10, '0')}-${this.o.pipelineId.slice(0, 8)}`;
+    }
+    return `${prefix}${core}${suffix}${sinkExtension(this.o.sink)}`;
+  }
+
+  /** Finishes the open file: checkpoint pending, file written and synced, checkpoint done. */
+  private async roll(): Promise<void> {
+    const s = this.staging;
+    if (!s) return;
+    // The staged rows need no sync: after a crash they are read again from the log.
+    closeSync(s.fd);
+    this.staging = undefined;
+    const seq = this.cp.seq;
+    const opened = new Date(s.openedAt);
+    const rel = join(timePartition(this.o.sink.config.partitioning?.time_pattern ?? DEFAULT_TIME_PATTERN, opened), this.fileName(seq, opened));
+    const root = sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink);
+    const target = join(root, rel);
+    this.cp = { offset: this.cp.offset, seq, pending: { seq, file: rel, to: s.end, rows: s.rows } };
+    await writeDurably(this.statePath, JSON.stringify(this.cp));
+    mkdirSync(dirname(target), { recursive: true });
+    const tmp = `${target}.tmp`;
+    if (this.o.sink.format.type === 'parquet') await this.writeParquet(tmp, s.kinds);
+    else await copyFile(this.stagingPath, tmp);
+    await syncFile(tmp);
+    await rename(tmp, target);
+    await syncDir(dirname(target));
+    this.cp = { offset: s.end, seq: seq + 1, pending: null };
+    await writeDurably(this.statePath, JSON.stringify(this.cp));
+    rmSync(this.stagingPath, { force: true });
+    this.stats.rows += s.rows;
+    this.stats.files += 1;
+    this.o.logger.debug({ pipeline: this.o.pipelineId, file: rel, rows: s.rows }, 'pipeline file finished');
+  }
+
+  private async writeParquet(out: string, kinds: Map<string, Set<string>>): Promise<void> {
+    const fmt = this.o.sink.format.type === 'parquet' ? this.o.sink.format : undefined;
+    const compression = fmt?.compression ?? 'zstd';
+    const duckCompression = compression === 'lz4' ? 'lz4_raw' : compression;
+    const inferred = (name: string): string => {
+      const set = kinds.get(name);
+      if (!set || set.size === 0) return 'VARCHAR';
+      if ([...set].every((k) => k === 'int')) return 'BIGINT';
+      if ([...set].every((k) => k === 'int' || k === 'float')) return 'DOUBLE';
+      if (set.size === 1 && set.has('boolean')) return 'BOOLEAN';
+      if (set.size === 1 && set.has('object')) return 'JSON';
+      return 'VARCHAR';
+    };
+    let source: string;
+    if (this.o.compiled.passthrough) {
+      const cols = [...kinds.keys()].map((k) => `${sqlString(k)}: ${sqlString(inferred(k))}`).join(', ');
+      source = `read_json(${sqlString(this.stagingPath)}, format = 'newline_delimited'${cols ? `, columns = {${cols}}` : ''})`;
+    } else {
+      const cols = this.o.compiled.columns.map((c) => `${sqlString(c.name)}: ${sqlString(c.type ? DUCK_TYPE[c.type as string] : inferred(c.name))}`).join(', ');
+      source = `read_json(${sqlString(this.stagingPath)}, format = 'newline_delimited', columns = {${cols}})`;
+    }
+    const order = this.o.compiled.passthrough ? '*' : this.o.compiled.columns.map((c) => sqlIdent(c.name)).join(', ');
+    const rowGroup = fmt?.row_group_bytes ? `, ROW_GROUP_SIZE_BYTES ${Math.max(1024, fmt.row_group_bytes)}` : '';
+    const conn = await this.o.duck();
+    try {
+      await conn.run(`COPY (SELECT ${order} FROM ${source}) TO ${sqlString(out)} (FORMAT parquet, COMPRESSION ${sqlString(duckCompression)}${rowGroup})`);
+    } finally {
+      conn.closeSync();
+    }
+  }
+
+  /** Stops reading; the open file's rows stay in the log and are read again on the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unwatch?.();
+    await this.current;
+    if (this.staging) {
+      closeSync(this.staging.fd);
+      this.staging = undefined;
+    }
+  }
+
+  /** Flushes the open file now (graceful stop, tests). */
+  async flush(): Promise<void> {
+    await this.current;
+    if (!this.stopped) {
+      this.running = true;
+      try {
+        await this.step();
+        await this.roll();
+      } finally {
+        this.running = false;
+      }
+    }
+  }
+
+  /** Forgets the pipeline's checkpoint (pipeline deleted). */
+  removeState(): void {
+    rmSync(this.statePath, { force: true });
+    rmSync(this.stagingPath, { force: true });
+  }
+
+  checkpoint(): Readonly<Checkpoint> {
+    return this.cp;
+  }
+
+  static columnsType(t: ValueType): string {
+    return t ? DUCK_TYPE[t] : 'VARCHAR';
+  }
+}
+

@@ -1,0 +1,185 @@
+/**
+ * The pipelines service: the stream log, ingestion (validation, per-stream throughput limit,
+ * durable append), the running pipelines, and the catalog the SQL is checked against.
+ */
+import { join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import type { AreaContext } from '../../core/area.ts';
+import { ApiError } from '../../core/errors.ts';
+import type { Logger } from '../../core/log.ts';
+import { EventError, validateBatch } from './events.ts';
+import type { StreamLog } from './log.ts';
+import { PipelineRunner } from './runner.ts';
+import type { StoredPipeline, StoredSink, StoredStream } from './schemas.ts';
+import { compilePipeline, PipelineSqlError, type CompiledPipeline, type SqlCatalog } from './sql.ts';
+import { pipelines, sinks, streams } from './store.ts';
+import { pipelinesError } from './errors.ts';
+
+export const MAX_REQUEST_BYTES = 1024 * 1024;
+
+/** A token bucket of bytes per stream: `rate` bytes per second, one second of burst. */
+class Throughput {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  constructor(
+    private readonly rate: number,
+    private readonly now: () => number,
+  ) {}
+
+  /** Takes `bytes`; returns 0, or the seconds to wait when the stream is over its rate. */
+  take(streamId: string, bytes: number): number {
+    const t = this.now();
+    let b = this.buckets.get(streamId);
+    if (!b) this.buckets.set(streamId, (b = { tokens: this.rate, at: t }));
+    b.tokens = Math.min(this.rate, b.tokens + ((t - b.at) / 1000) * this.rate);
+    b.at = t;
+    if (b.tokens >= bytes || (b.tokens >= this.rate && bytes > this.rate)) {
+      b.tokens -= bytes;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((bytes - b.tokens) / this.rate));
+  }
+}
+
+export class PipelinesService {
+  readonly runners = new Map<string, PipelineRunner>();
+  private readonly throughput: Throughput;
+  private duckInstance?: Promise<DuckDBInstance>;
+  readonly stateDir: string;
+  readonly bucketRoot: string;
+
+  constructor(
+    private readonly ctx: AreaContext,
+    readonly log: StreamLog,
+    private readonly logger: Logger,
+  ) {
+    this.throughput = new Throughput(ctx.config.pipelinesStreamRate, () => ctx.clock.now().getTime());
+    this.stateDir = join(ctx.config.dataDir, 'pipelines', 'state');
+    this.bucketRoot = join(ctx.config.dataDir, 'pipelines', 'buckets');
+  }
+
+  /** A DuckDB connection for writing Parquet (never sees user SQL). */
+  async duck(): Promise<DuckDBConnection> {
+    this.duckInstance ??= DuckDBInstance.create(':memory:', { autoinstall_known_extensions: 'false', autoload_known_extensions: 'false', threads: '2' });
+    return (await this.duckInstance).connect();
+  }
+
+  /** Validates and durably appends a batch; throws ApiError (400/429) for the caller. */
+  async ingest(stream: StoredStream, body: Buffer | unknown[], opts: { allowSingle: boolean }): Promise<number> {
+    let parsed: unknown;
+    let bytes: number;
+    if (Buffer.isBuffer(body)) {
+      bytes = body.length;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch (err) {
+        throw pipelinesError('ingest_invalid', `The body is not valid JSON: ${(err as Error).message}`);
+      }
+    } else {
+      parsed = body;
+      bytes = -1;
+    }
+    let events: unknown[];
+    try {
+      events = validateBatch(stream, parsed, opts);
+    } catch (err) {
+      if (err instanceof EventError) throw pipelinesError('ingest_invalid', err.message);
+      throw err;
+    }
+    if (events.length === 0) return 0;
+    const payload = Buffer.isBuffer(body) && Array.isArray(parsed) ? body : Buffer.from(JSON.stringify(events));
+    if (bytes < 0) bytes = payload.length;
+    if (payload.length > MAX_REQUEST_BYTES) throw pipelinesError('ingest_too_large', String(payload.length));
+    const wait = this.throughput.take(stream.id, bytes);
+    if (wait > 0) {
+      const e = pipelinesError('ingest_rate_limited', String(this.ctx.config.pipelinesStreamRate));
+      throw new ApiError(e.status, e.errors, { 'retry-after': String(wait) });
+    }
+    await this.log.append(stream.id, payload);
+    return events.length;
+  }
+
+  /** The catalog one account's SQL is checked against. */
+  async catalog(accountId: string): Promise<SqlCatalog> {
+    const db = this.ctx.database.db;
+    const [st, sk] = await Promise.all([streams.all(db, accountId), sinks.all(db, accountId)]);
+    const byName = <T extends { name: string }>(docs: { body: T }[]) => new Map(docs.map((d) => [d.body.name, d.body]));
+    const sm = byName(st);
+    const km = byName(sk);
+    return {
+      stream: (name) => {
+        const s = sm.get(name);
+        if (!s) return undefined;
+        const fields = s.schema?.fields && s.schema.fields.length > 0 && !(s.format.type === 'json' && s.format.unstructured) ? s.schema.fields : undefined;
+        return { id: s.id, name: s.name, version: s.version, fields };
+      },
+      sink: (name) => {
+        const k = km.get(name);
+        if (!k) return undefined;
+        return { id: k.id, name: k.name, fields: k.schema?.fields && k.schema.fields.length > 0 ? k.schema.fields : undefined };
+      },
+    };
+  }
+
+  async compile(accountId: string, sql: string): Promise<CompiledPipeline> {
+    try {
+      return await compilePipeline(sql, await this.catalog(accountId));
+    } catch (err) {
+      if (err instanceof PipelineSqlError) throw pipelinesError('sql_invalid', err.message);
+      throw err;
+    }
+  }
+
+  /** Starts a runner for a stored pipeline (on create and on server start). */
+  async run(accountId: string, p: StoredPipeline): Promise<void> {
+    if (this.runners.has(p.id)) return;
+    const sink = await sinks.get(this.ctx.database.db, accountId, p.sink_id);
+    if (!sink) return;
+    let compiled: CompiledPipeline;
+    try {
+      compiled = await compilePipeline(p.sql, await this.catalog(accountId));
+    } catch (err) {
+      this.logger.warn({ err, pipeline: p.id }, 'pipeline SQL no longer compiles; not started');
+      return;
+    }
+    const runner = new PipelineRunner({
+      accountId,
+      pipelineId: p.id,
+      compiled,
+      sink: sink.body as StoredSink,
+      log: this.log,
+      duck: () => this.duck(),
+      stateDir: this.stateDir,
+      bucketRoot: this.bucketRoot,
+      now: () => this.ctx.clock.now(),
+      logger: this.logger,
+      tickMs: this.ctx.config.pipelinesTickMs,
+    });
+    this.runners.set(p.id, runner);
+    await runner.start();
+  }
+
+  async remove(pipelineId: string): Promise<void> {
+    const r = this.runners.get(pipelineId);
+    this.runners.delete(pipelineId);
+    if (r) {
+      await r.stop();
+      r.removeState();
+    } else {
+      rmSync(join(this.stateDir, `${pipelineId}.json`), { force: true });
+    }
+  }
+
+  async startAll(): Promise<void> {
+    const all = await pipelines.all(this.ctx.database.db, null);
+    for (const d of all) await this.run(d.scopeId, d.body);
+  }
+
+  async stop(): Promise<void> {
+    for (const r of this.runners.values()) await r.stop();
+    this.runners.clear();
+    await this.log.close();
+    const inst = await this.duckInstance?.catch(() => undefined);
+    inst?.closeSync();
+  }
+}
