@@ -150,6 +150,12 @@ export interface Config {
   browserAiUrl?: string;
   browserAiModel?: string;
   browserAiKey?: string;
+  /** Meeting platform: caps each meeting's session keep-alive, seconds (unset = the meeting's own value). */
+  meetingsKeepAliveCap?: number;
+  /** Meeting platform: first webhook retry delay in ms; each further retry doubles it. */
+  meetingsWebhookBackoffMs: number;
+  /** Meeting platform: lifetime of participant tokens, seconds. */
+  meetingsTokenTtl: number;
 }
 
 export const DEFAULTS: Config = {
@@ -207,6 +213,8 @@ export const DEFAULTS: Config = {
   browserSessions: 6,
   browserTimeoutMs: 30_000,
   browserAllow: [],
+  meetingsWebhookBackoffMs: 1000,
+  meetingsTokenTtl: 86400,
 };
 
 interface OptionSpec {
@@ -686,6 +694,27 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_BROWSER_AI_KEY',
     type: 'string',
     help: 'bearer key sent to --browser-ai-url',
+  },
+  {
+    key: 'meetingsKeepAliveCap',
+    flag: 'meetings-keep-alive-cap',
+    env: 'OUTPOST_MEETINGS_KEEP_ALIVE_CAP',
+    type: 'int',
+    help: 'longest session keep-alive after the last peer left, seconds (default: each meeting\'s own)',
+  },
+  {
+    key: 'meetingsWebhookBackoffMs',
+    flag: 'meetings-webhook-backoff',
+    env: 'OUTPOST_MEETINGS_WEBHOOK_BACKOFF',
+    type: 'int',
+    help: 'first meeting webhook retry delay in ms, doubling per retry (default 1000)',
+  },
+  {
+    key: 'meetingsTokenTtl',
+    flag: 'meetings-token-ttl',
+    env: 'OUTPOST_MEETINGS_TOKEN_TTL',
+    type: 'int',
+    help: 'lifetime of meeting participant tokens in seconds (default 86400)',
   },
 ];
 

@@ -298,6 +298,12 @@ export const CODES = {
   image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
   image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
   image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
+  // --- meeting platform (bodies are {success:false, error:{code, message}}) ----------------------
+  rtk_app_not_found: { code: 404, status: 404, message: 'App {0} not found' },
+  rtk_not_found: { code: 404, status: 404, message: '{0} {1} not found' },
+  rtk_no_active_session: { code: 404, status: 404, message: 'No active session for meeting {0}' },
+  rtk_invalid: { code: 400, status: 400, message: '{0}' },
+  rtk_conflict: { code: 409, status: 409, message: '{0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;
