@@ -272,7 +272,8 @@ export class Live {
         return this.serial(room, () => this.join(room, peer));
       case 'leave':
         await this.serial(room, () => this.leave(room, peer, 'left'));
-        peer.ws.close(1000, 'left');
+        // After the reply to this request has been sent.
+        setImmediate(() => peer.ws.close(1000, 'left'));
         return null;
       case 'sfu':
         this.requireJoined(peer);

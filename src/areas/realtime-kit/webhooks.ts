@@ -61,8 +61,12 @@ export class Deliveries {
     return hooks.length;
   }
 
+  /** The first pass after a start retries every pending delivery, whatever its due time. */
+  private catchUp = true;
+
   start(): void {
     this.stopped = false;
+    this.catchUp = true;
     this.timer = setInterval(() => this.kick(), this.opts.pollMs);
     this.timer.unref();
     this.kick();
@@ -98,6 +102,11 @@ export class Deliveries {
   private async pass(): Promise<void> {
     const { db, clock } = this.opts;
     const now = clock.now().getTime();
+    if (this.catchUp) {
+      this.catchUp = false;
+      await this.catchUpAll();
+      return;
+    }
     const { items } = await outbox.list(db, OUTBOX_SCOPE, {
       filters: [{ field: 'state', op: 'eq', value: 'pending' }],
       order: 'due',
@@ -108,6 +117,17 @@ export class Deliveries {
     // Ordered by due time: once one is in the future, so are the rest.
     const due = items.filter((d) => Number(d.body.due) <= now);
     await Promise.all(due.map((d) => this.deliver(d)));
+  }
+
+  /** After a restart nothing tells how long the previous process waited: retry what is owed now. */
+  private async catchUpAll(): Promise<void> {
+    const { db } = this.opts;
+    for (let offset = 0; ; offset += BATCH) {
+      const { items } = await outbox.list(db, OUTBOX_SCOPE, { filters: [{ field: 'state', op: 'eq', value: 'pending' }], order: 'due', direction: 'asc', limit: BATCH, offset, withTotal: false });
+      if (items.length === 0) return;
+      await Promise.all(items.map((d) => this.deliver(d)));
+      if (this.stopped) return;
+    }
   }
 
   private async deliver(doc: Doc<OutboxItem>): Promise<void> {
