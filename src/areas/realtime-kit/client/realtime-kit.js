@@ -561,7 +561,10 @@ class Meeting extends Emitter {
   _settleJoin(err) {
     const waiters = this._joinWaiters;
     this._joinWaiters = [];
-    for (const w of waiters) err ? w.reject(err) : w.resolve();
+    for (const w of waiters) {
+      if (err) w.reject(err);
+      else w.resolve();
+    }
   }
 
   async leave() {
