@@ -57,7 +57,7 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
   async function open(token: string): Promise<Page> {
     const page = await browser.newPage();
     await page.setViewport({ width: 1200, height: 800 });
-    page.on('pageerror', (err) => console.log('page error:', err.message));
+    page.on('pageerror', (err) => console.log('page error:', (err as Error).message));
     await page.goto(`${t.url}/realtime/kit/meeting?authToken=${encodeURIComponent(token)}`);
     return page;
   }
