@@ -147,6 +147,29 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await press(b, '#join');
     await onScreen(b, 'meeting');
 
+    // The SDK's object carries every name of the spec's client-side meeting object.
+    const missing = await a.evaluate(() => {
+      const m = (window as any).meeting;
+      const want: Record<string, [unknown, string[]]> = {
+        self: [m.self, ['id', 'userId', 'name', 'audioEnabled', 'videoEnabled', 'screenShareEnabled', 'audioTrack', 'videoTrack', 'screenShareTracks', 'roomJoined', 'roomState',
+          'enableAudio', 'disableAudio', 'enableVideo', 'disableVideo', 'enableScreenShare', 'disableScreenShare', 'setName', 'setDevice', 'getAllDevices', 'getAudioDevices', 'getVideoDevices', 'getSpeakerDevices']],
+        'participants.joined': [m.participants.joined, ['toArray', 'size', 'get']],
+        'participants.active': [m.participants.active, ['toArray', 'size', 'get']],
+        'participants.waitlisted': [m.participants.waitlisted, ['toArray', 'size', 'get']],
+        'participants.pinned': [m.participants.pinned, ['toArray', 'size', 'get']],
+        meta: [m.meta, ['meetingId', 'meetingTitle', 'meetingStartedTimestamp']],
+        chat: [m.chat, ['messages', 'sendTextMessage', 'sendImageMessage']],
+        polls: [m.polls, ['items', 'create', 'vote']],
+        plugins: [m.plugins, ['all', 'activate', 'deactivate']],
+        ai: [m.ai, ['transcripts']],
+        meeting: [m, ['join', 'leave']],
+      };
+      const out: string[] = [];
+      for (const [where, [obj, names]] of Object.entries(want)) for (const n of names) if (!(n in (obj as object))) out.push(`${where}.${n}`);
+      return { out, joined: m.self.roomJoined, state: m.self.roomState, started: m.meta.meetingStartedTimestamp instanceof Date };
+    });
+    expect(missing).toEqual({ out: [], joined: true, state: 'joined', started: true });
+
     step('The guest waits');
     // The guest waits; the host admits it from the participants panel.
     const c = await open(guest.token);
