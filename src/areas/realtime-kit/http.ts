@@ -83,7 +83,7 @@ function failure(err: ApiError): Response {
   return reply(err.status, { success: false, error: { code: err.status, message } }, err.headers);
 }
 
-const ANY: Record<string, ParamFormat> = { app_id: 'any', meeting_id: 'any', participant_id: 'any', session_id: 'any', webhook_id: 'any', preset_id: 'any' };
+const ANY: Record<string, ParamFormat> = { app_id: 'any', meeting_id: 'any', participant_id: 'any', session_id: 'any', webhook_id: 'any', preset_id: 'any', peer_id: 'any' };
 
 export function route<B extends ZodType | undefined = undefined, Q extends ZodType | undefined = undefined>(
   ctx: AreaContext,

@@ -433,6 +433,13 @@ export function mountRoutes(ctx: AreaContext, deps: RouteDeps): void {
     if (!doc) throw apiError('rtk_not_found', 'Session', params.session_id);
     return doc;
   };
+  route(ctx, { method: 'GET', path: `${BASE}/sessions/peer-report/:peer_id`, operationId: 'rtk-sessions-peer-report', summary: 'A peer and its call statistics, by peer id', level: 'read' }, async ({ params }) => {
+    await appOf(params);
+    const doc = await sessionPeers.findById(db, params.peer_id);
+    const session = doc ? await sessions.get(db, params.app_id, doc.body.session_id) : undefined;
+    if (!doc || !session) throw apiError('rtk_not_found', 'Peer', params.peer_id);
+    return { participant: peerView(doc.body, true) };
+  });
   route(ctx, { method: 'GET', path: `${BASE}/sessions/:session_id`, operationId: 'rtk-sessions-get', summary: 'Get a session', level: 'read' }, async ({ params }) => sessionView((await sessionOf(params)).body));
   route(ctx, { method: 'GET', path: `${BASE}/sessions/:session_id/participants`, operationId: 'rtk-sessions-participants', summary: 'Participants of a session', level: 'read', query: z.object(PageQuery) }, async ({ params, query }) => {
     await sessionOf(params);

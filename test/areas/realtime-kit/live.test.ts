@@ -9,6 +9,7 @@ import { SignJWT, decodeJwt } from 'jose';
 import { generateKeyPairSync } from 'node:crypto';
 import { manualClock } from '../../../src/core/clock.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
+import { sdk } from '../../support/sdk.ts';
 import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
 
 let t: TestServer;
@@ -87,8 +88,7 @@ describe('a meeting, live', () => {
     expect(joined.data).toMatchObject({ state: 'joined', self: { userId: hostP.id, name: 'Hana', isHost: true }, peers: [] });
     const sessionId = joined.data.meta.sessionId;
 
-    const active = await t.call('GET', `${f.base}/meetings/${meetingId}/active-session`);
-    expect(active.status).toBe(200);
+    const active = { body: (await sdk(t).realtimeKit.activeSession.getActiveSession(meetingId, { account_id: t.accountId, app_id: f.appId })) as any };
     expect(active.body.data).toMatchObject({ id: sessionId, associated_id: meetingId, status: 'LIVE', live_participants: 1, meeting_display_name: 'Live one' });
 
     // The guest's preset waits for a host.
@@ -126,8 +126,8 @@ describe('a meeting, live', () => {
     expect(voted.data.options[1]).toMatchObject({ text: 'soup', count: 1 });
     expect((await guest.request({ t: 'poll.vote', pollId: poll.data.id, index: 0 })).error.code).toBe('conflict');
     expect((await host.next((e) => e.t === 'poll' && e.poll.options[1].count === 1)).poll.voted).toEqual([guestP.id]);
-    const restPoll = await t.call('POST', `${f.base}/meetings/${meetingId}/active-session/poll`, { question: 'From REST?', options: ['yes', 'no'], anonymous: true });
-    expect(restPoll.status).toBe(201);
+    const restPoll = (await sdk(t).realtimeKit.activeSession.createPoll(meetingId, { account_id: t.accountId, app_id: f.appId, question: 'From REST?', options: ['yes', 'no'], anonymous: true })) as any;
+    expect(restPoll.data).toMatchObject({ action: 'create-poll', poll: { question: 'From REST?' } });
     expect((await guest.next((e) => e.t === 'poll' && e.poll.question === 'From REST?')).poll.anonymous).toBe(true);
 
     // The whiteboard plugin: activated by the host, strokes reach the guest.
@@ -173,6 +173,17 @@ describe('a meeting, live', () => {
     const hostPeer = peers.body.data.participants.find((p: any) => p.custom_participant_id === 'host');
     const detail = await t.call('GET', `${f.base}/sessions/${sessionId}/participants/${hostPeer.id}`);
     expect(detail.body.data.participant.quality_stats).toMatchObject({ video: { framesDecoded: 10 } });
+    // The same through the official client.
+    const cf = sdk(t);
+    const ids = { account_id: t.accountId, app_id: f.appId };
+    const viaSdk = (await cf.realtimeKit.sessions.getSessionDetails(sessionId, ids)) as any;
+    expect(viaSdk.data).toMatchObject({ id: sessionId, status: 'ENDED' });
+    const sdkPeers = (await cf.realtimeKit.sessions.getSessionParticipants(sessionId, ids)) as any;
+    expect(sdkPeers.data.participants).toHaveLength(2);
+    const report = (await cf.realtimeKit.sessions.getParticipantDataFromPeerID(hostPeer.id, ids)) as any;
+    expect(report.data.participant).toMatchObject({ id: hostPeer.id, custom_participant_id: 'host', quality_stats: { video: { framesDecoded: 10 } } });
+    const sdkList = (await cf.realtimeKit.sessions.getSessions(f.appId, { account_id: t.accountId, status: 'ENDED' })) as any;
+    expect(sdkList.data.sessions.map((s: any) => s.id)).toContain(sessionId);
 
     // Webhooks: each event once after a 500 (retried with the same rtk-uuid), all signatures valid.
     const okDeliveries = await until(() => {
@@ -208,7 +219,7 @@ describe('a meeting, live', () => {
     await cb.request({ t: 'join' });
     await t.call('DELETE', `${f.base}/meetings/${meetingId}/participants/${b.id}`);
     expect((await cb.closed).code).toBe(4001);
-    const all = await t.call('POST', `${f.base}/meetings/${meetingId}/active-session/kick-all`);
+    const all = { body: (await sdk(t).realtimeKit.activeSession.kickAllParticipants(meetingId, { account_id: t.accountId, app_id: f.appId })) as any };
     expect(all.body.data).toEqual({ action: 'kick-all', kicked_participants_count: 1 });
     expect((await ca.closed).code).toBe(4001);
   });
