@@ -6,7 +6,7 @@
 import { createPublicKey } from 'node:crypto';
 import { importSPKI, jwtVerify, decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../../support/server.ts';
+import { createToken, startTestServer, type TestServer } from '../../support/server.ts';
 import { Cloudflare, sdk } from '../../support/sdk.ts';
 
 let t: TestServer;
@@ -64,6 +64,24 @@ describe('apps and presets', () => {
     expect(r.status).toBe(404);
     expect(r.body).toEqual({ success: false, error: { code: 404, message: expect.stringContaining('not found') } });
     expect((await t.call('GET', `${base}/meetings`, undefined, { authorization: '' })).status).toBe(401);
+  });
+});
+
+describe('permissions', () => {
+  it('Realtime Kit Read may list but not create; other permissions are 403; another account is 403', async () => {
+    const acct = { [`com.cloudflare.api.account.${account_id}`]: '*' };
+    const reader = { authorization: `Bearer ${await createToken(t, ['Realtime Kit Read'], acct)}` };
+    expect((await t.call('GET', `${base}/meetings`, undefined, reader)).status).toBe(200);
+    const denied = await t.call('POST', `${base}/meetings`, { title: 'no' }, reader);
+    expect(denied.status).toBe(403);
+    const dns = { authorization: `Bearer ${await createToken(t, ['DNS Read'], acct)}` };
+    expect((await t.call('GET', `${base}/meetings`, undefined, dns)).status).toBe(403);
+    const elsewhere = { authorization: `Bearer ${await createToken(t, ['Realtime Kit Write'], { [`com.cloudflare.api.account.${'a'.repeat(32)}`]: '*' })}` };
+    expect((await t.call('GET', `${base}/meetings`, undefined, elsewhere)).status).toBe(403);
+    // A writer of this account reaches only this account's apps.
+    const writer = { authorization: `Bearer ${await createToken(t, ['Realtime Kit Write'], acct)}` };
+    expect((await t.call('POST', `${base}/meetings`, { title: 'yes' }, writer)).status).toBe(201);
+    expect((await t.call('GET', `/accounts/${'b'.repeat(32)}/realtime/kit/${appId}/meetings`, undefined, writer)).status).toBe(403);
   });
 });
 
