@@ -18,7 +18,8 @@
  * webhook events `session.started`/`session.ended` are stored as `meeting.started`/`meeting.ended`;
  * webhook `name` optional (defaults to the URL's host).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
- * sockets — several nodes do not share a meeting; recordings, livestreams, transcripts, summaries,
+ * sockets — several nodes do not share a meeting, and a starting process ends every session still
+ * LIVE in storage (right for one node restarting, wrong for a fleet); recordings, livestreams, transcripts, summaries,
  * session chat/transcript downloads and analytics are not implemented (their routes answer 404);
  * a REST mute is applied by the client SDK and enforced for `mute-all` without `allow_unmute` (the
  * server then refuses to re-enable audio), not by dropping RTP; 401/403 answers of the router keep
@@ -86,6 +87,8 @@ export default defineArea({
     return {
       async start() {
         key = await loadSigningKey(database.db);
+        const orphans = await live.endOrphans();
+        if (orphans > 0) rtkLog.info({ sessions: orphans }, 'ended meeting sessions left LIVE by a previous process');
         deliveries.start();
       },
       async stop() {

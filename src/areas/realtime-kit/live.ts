@@ -229,7 +229,10 @@ export class Live {
       }
       void this.onMessage(room, peer, msg);
     });
-    ws.on('close', () => void this.serial(room, () => this.leave(room, peer, 'left')));
+    // At server stop the sockets close after the rooms were dropped: nothing is left to update.
+    ws.on('close', () => {
+      if (!this.closed) void this.serial(room, () => this.leave(room, peer, 'left'));
+    });
     ws.on('error', () => ws.terminate());
   }
 
@@ -782,6 +785,34 @@ export class Live {
     }
     if (room.endTimer) clearTimeout(room.endTimer);
     await this.serial(room, () => this.endSession(room, reason));
+  }
+
+  /**
+   * Sessions still LIVE in storage when this process starts had their sockets in a process that
+   * is gone (a single node restarting): they are ended now, with their `meeting.ended` webhook.
+   */
+  async endOrphans(): Promise<number> {
+    const { items } = await sessions.list(this.db, null, { filters: [{ field: 'status', op: 'eq', value: 'LIVE' }] });
+    for (const doc of items) {
+      const s = doc.body;
+      const at = this.now();
+      const ended: SessionRecord = {
+        ...s,
+        status: 'ENDED',
+        ended_at: at.toISOString(),
+        live_participants: 0,
+        minutes_consumed: Math.round(((at.getTime() - Date.parse(s.started_at)) / 60_000) * 100) / 100,
+        updated_at: at.toISOString(),
+      };
+      await sessions.update(this.db, doc, ended, at);
+      const meeting = await meetings.get(this.db, s.app_id, s.associated_id);
+      const room = { session: ended } as Room;
+      await this.opts.deliveries.enqueue(s.app_id, 'meeting.ended', {
+        meeting: meeting ? await this.meetingPayload(room, meeting.body) : { id: s.associated_id, sessionId: s.id },
+        reason: 'ALL_PARTICIPANTS_LEFT',
+      });
+    }
+    return items.length;
   }
 
   async close(): Promise<void> {

@@ -238,13 +238,12 @@ describe('webhook outbox', () => {
     const first = await startTestServer({ meetingsKeepAliveCap: 0, meetingsWebhookBackoffMs: 60_000 }, { dataDir });
     try {
       const g = await createApp(first, 'durable');
-      await first.call('POST', `${g.base}/webhooks`, { name: 'late', url: `http://127.0.0.1:${port}/`, events: ['meeting.started'] });
+      await first.call('POST', `${g.base}/webhooks`, { name: 'late', url: `http://127.0.0.1:${port}/`, events: ['meeting.started', 'meeting.ended'] });
       const meetingId = await createMeeting(first, g);
       const p = await addParticipant(first, g, meetingId, 'x', 'group_call_host');
       const c = await connect(first, p.token);
       await c.request({ t: 'join' });
-      c.ws.close();
-      await c.closed;
+      // The process stops with the participant still in the meeting.
       await new Promise((r) => setTimeout(r, 300));
     } finally {
       // Stop without dropping the PostgreSQL schema: the next process opens the same database.
@@ -260,6 +259,12 @@ describe('webhook outbox', () => {
       const got = await until(() => late.deliveries.find((d) => d.body.event === 'meeting.started'), 8000, 'redelivery after restart');
       expect(got.verified).toBe(true);
       expect(got.body.meeting).toMatchObject({ status: 'LIVE', organizedBy: { name: 'durable' } });
+      // The session the stopped process left LIVE is ended by the new one, with its webhook.
+      const ended = await until(() => late.deliveries.find((d) => d.body.event === 'meeting.ended'), 8000, 'meeting.ended after restart');
+      expect(ended.verified).toBe(true);
+      expect(ended.body.meeting).toMatchObject({ id: got.body.meeting.id, sessionId: got.body.meeting.sessionId, status: 'ENDED' });
+      const session = await second.call('GET', `/accounts/${second.accountId}/realtime/kit/${got.body.meeting.organizedBy.id}/sessions/${got.body.meeting.sessionId}`);
+      expect(session.body.data).toMatchObject({ status: 'ENDED', ended_at: expect.any(String) });
     } finally {
       await second.stop();
       await late.close();
