@@ -2,7 +2,7 @@
  * The meeting page in Debian Chromium with fake camera and microphone: three participants join
  * through the page served by Outpost; the third waits until the host admits it; every page
  * decodes the other two participants' video (WebRTC stats of its subscriptions); a chat message
- * and a poll go round; a REST kick ends one participant's meeting live. Each lifecycle screen is
+ * and a poll go round; a shared screen is decoded beside the camera; a REST kick ends one participant's meeting live. Each lifecycle screen is
  * captured and checked for its key elements. Media and browsers do not touch storage: SQLite pass only.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,7 +30,10 @@ const FLAGS = [
   '--disable-backgrounding-occluded-windows',
   '--use-fake-ui-for-media-stream',
   '--use-fake-device-for-media-stream',
+  // Screen share picks the whole (virtual) screen without a picker.
+  '--auto-select-desktop-capture-source=Entire screen',
 ];
+
 
 describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers, not storage'))('meeting page in Chromium', () => {
   let t: TestServer;
@@ -116,7 +119,7 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     if (process.env.OUTPOST_TEST_VERBOSE) console.log(`${((Date.now() - t0) / 1000).toFixed(1)}s ${name}`);
   };
 
-  it('three join (one admitted from the waitlist), see each other, chat, poll, and a REST kick', async () => {
+  it('three join (one admitted from the waitlist), see each other, chat, poll, screen share, and a REST kick', async () => {
     const meetingId = await createMeeting(t, f, { title: 'Page meeting' });
     const host = await addParticipant(t, f, meetingId, 'host', 'group_call_host', 'Hana');
     const presenter = await addParticipant(t, f, meetingId, 'presenter', 'webinar_presenter', 'Pia');
@@ -215,6 +218,25 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await press(c, '.poll button.vote[data-index="0"]');
     await a.waitForSelector('.poll button.vote[data-index="0"][data-count="1"]', { timeout: 10_000 });
     await shoot(a, 'meeting');
+
+    step('screen share');
+    // Screen share: the host shares; the guest receives and decodes it beside the camera.
+    await press(a, '#toggle-screen');
+    await a.waitForFunction(() => (window as any).meeting.self.screenShareEnabled === true, { timeout: 10_000, polling: 100 });
+    const screen = await c.waitForFunction(
+      async (hostId: string) => {
+        const m = (window as any).meeting;
+        const p = m.participants.joined.toArray().find((x: any) => x.userId === hostId);
+        if (!p?.screenShareEnabled || !p.screenShareTracks.video) return false;
+        const sub = m._media.subs.get(p.id);
+        const decoded: number[] = [];
+        (await sub.pc.getStats()).forEach((s: any) => s.type === 'inbound-rtp' && s.kind === 'video' && decoded.push(s.framesDecoded || 0));
+        return decoded.length === 2 && decoded.every((n) => n > 0) ? decoded : false;
+      },
+      { timeout: 20_000, polling: 250 },
+      host.id,
+    );
+    expect(((await screen.jsonValue()) as number[]).length).toBe(2);
 
     step('A REST kick');
     // A REST kick ends the presenter's meeting at once; the others lose its tile.
