@@ -2,8 +2,9 @@
  * The meeting page in Debian Chromium with fake camera and microphone: three participants join
  * through the page served by Outpost; the third waits until the host admits it; every page
  * decodes the other two participants' video (WebRTC stats of its subscriptions); a chat message
- * and a poll go round; a shared screen is decoded beside the camera; a REST kick ends one participant's meeting live. Each lifecycle screen is
- * captured and checked for its key elements. Media and browsers do not touch storage: SQLite pass only.
+ * and a poll go round; a shared screen is decoded beside the camera; a REST kick ends one
+ * participant's meeting live. Each lifecycle screen is captured and checked for its key elements.
+ * Media and browsers do not touch storage: SQLite pass only.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
