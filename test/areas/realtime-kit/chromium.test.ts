@@ -209,6 +209,24 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await press(b, '#chat-form button');
     await b.waitForFunction(() => document.getElementById('chat-error')!.textContent!.includes('4000'), { timeout: 10_000, polling: 100 });
 
+    // An image message (a canvas drawn in the page) shows as an image on the other pages.
+    await c.evaluate(async () => {
+      const canvas = document.createElement('canvas');
+      canvas.width = 8;
+      canvas.height = 8;
+      canvas.getContext('2d')!.fillRect(0, 0, 8, 8);
+      const blob = await new Promise<Blob>((r) => canvas.toBlob((b) => r(b!), 'image/png'));
+      await (window as any).meeting.chat.sendImageMessage(blob);
+    });
+    await a.waitForFunction(() => [...document.querySelectorAll('#messages .msg img')].some((i) => (i as HTMLImageElement).naturalWidth === 8), { timeout: 10_000, polling: 100 });
+
+    // The whiteboard plugin: the host opens it and draws; the guest's board shows the stroke.
+    await press(a, '#toggle-whiteboard');
+    await c.waitForFunction(() => document.getElementById('whiteboard')!.classList.contains('on'), { timeout: 10_000, polling: 100 });
+    await a.evaluate(() => (window as any).meeting.plugins.all.get('whiteboard').sendData({ x0: 10, y0: 10, x1: 200, y1: 100 }));
+    await c.waitForFunction(() => (window as any).meeting.plugins.all.get('whiteboard').events.length === 1, { timeout: 10_000, polling: 100 });
+    expect(await c.evaluate(() => (window as any).meeting.plugins.active.toArray().map((p: any) => p.id))).toEqual(['whiteboard']);
+
     step('A poll asked');
     // A poll asked by the host, answered by the guest, counted on the host's page.
     expect(await c.$eval('#poll-form', (e) => (e as HTMLElement).style.display)).toBe('none');
