@@ -219,6 +219,15 @@ describe('a meeting, live', () => {
     await cb.request({ t: 'join' });
     await t.call('DELETE', `${f.base}/meetings/${meetingId}/participants/${b.id}`);
     expect((await cb.closed).code).toBe(4001);
+    // A waitlisted participant the host turns away is told so and disconnected.
+    const w = await addParticipant(t, f, meetingId, 'w', 'group_call_participant');
+    const cw = await connect(t, w.token);
+    expect((await cw.request({ t: 'join' })).data.state).toBe('waitlisted');
+    const waiting = await ca.next((e) => e.t === 'waitlistUpdate' && e.added?.userId === w.id);
+    expect((await ca.request({ t: 'waitlist.reject', peerId: waiting.added.id })).ok).toBe(true);
+    await cw.next((e) => e.t === 'rejected');
+    expect((await cw.closed).code).toBe(4003);
+    expect((await ca.request({ t: 'waitlist.accept', peerId: waiting.added.id })).error.code).toBe('not_found');
     const all = { body: (await sdk(t).realtimeKit.activeSession.kickAllParticipants(meetingId, { account_id: t.accountId, app_id: f.appId })) as any };
     expect(all.body.data).toEqual({ action: 'kick-all', kicked_participants_count: 1 });
     expect((await ca.closed).code).toBe(4001);
