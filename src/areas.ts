@@ -21,6 +21,7 @@ import images from './areas/images/index.ts';
 import browserRendering from './areas/browser-rendering/index.ts';
 import apiGateway from './areas/api-gateway/index.ts';
 import pipelines from './areas/pipelines/index.ts';
+import realtimeKit from './areas/realtime-kit/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -44,4 +45,5 @@ export const AREAS: Area[] = [
   browserRendering,
   apiGateway,
   pipelines,
+  realtimeKit,
 ];

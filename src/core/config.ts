@@ -164,6 +164,12 @@ export interface Config {
   pipelinesTickMs: number;
   /** Pipelines: the stream log, `local` (files in the data directory) or `nats://host:port` (JetStream). */
   pipelinesLog: string;
+  /** Meeting platform: caps each meeting's session keep-alive, seconds (unset = the meeting's own value). */
+  meetingsKeepAliveCap?: number;
+  /** Meeting platform: first webhook retry delay in ms; each further retry doubles it. */
+  meetingsWebhookBackoffMs: number;
+  /** Meeting platform: lifetime of participant tokens, seconds. */
+  meetingsTokenTtl: number;
 }
 
 export const DEFAULTS: Config = {
@@ -227,6 +233,8 @@ export const DEFAULTS: Config = {
   pipelinesStreamRate: 5_000_000,
   pipelinesTickMs: 250,
   pipelinesLog: 'local',
+  meetingsWebhookBackoffMs: 1000,
+  meetingsTokenTtl: 86400,
 };
 
 interface OptionSpec {
@@ -755,6 +763,27 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_PIPELINES_LOG',
     type: 'string',
     help: 'pipeline stream log: local (default) or nats://host:port for NATS JetStream',
+  },
+  {
+    key: 'meetingsKeepAliveCap',
+    flag: 'meetings-keep-alive-cap',
+    env: 'OUTPOST_MEETINGS_KEEP_ALIVE_CAP',
+    type: 'int',
+    help: 'longest session keep-alive after the last peer left, seconds (default: each meeting\'s own)',
+  },
+  {
+    key: 'meetingsWebhookBackoffMs',
+    flag: 'meetings-webhook-backoff',
+    env: 'OUTPOST_MEETINGS_WEBHOOK_BACKOFF',
+    type: 'int',
+    help: 'first meeting webhook retry delay in ms, doubling per retry (default 1000)',
+  },
+  {
+    key: 'meetingsTokenTtl',
+    flag: 'meetings-token-ttl',
+    env: 'OUTPOST_MEETINGS_TOKEN_TTL',
+    type: 'int',
+    help: 'lifetime of meeting participant tokens in seconds (default 86400)',
   },
 ];
 

@@ -323,6 +323,12 @@ export const CODES = {
   pipelines_ingest_rate_limited: { code: 1010, status: 429, message: 'Rate limited: this stream accepts {0} bytes per second; back off and retry' },
   pipelines_ingest_disabled: { code: 1011, status: 404, message: '{0}' },
   pipelines_query_invalid: { code: 1012, status: 400, message: '{0}' },
+  // --- meeting platform (bodies are {success:false, error:{code, message}}) ----------------------
+  rtk_app_not_found: { code: 404, status: 404, message: 'App {0} not found' },
+  rtk_not_found: { code: 404, status: 404, message: '{0} {1} not found' },
+  rtk_no_active_session: { code: 404, status: 404, message: 'No active session for meeting {0}' },
+  rtk_invalid: { code: 400, status: 400, message: '{0}' },
+  rtk_conflict: { code: 409, status: 409, message: '{0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

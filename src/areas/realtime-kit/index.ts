@@ -1,0 +1,101 @@
+/**
+ * @module realtime-kit — the meeting platform (spec 000 "Meeting platform": records, endpoints,
+ * client-side meeting object, join lifecycle, events; semantics §2.8).
+ *
+ * REST under `/accounts/{account_id}/realtime/kit/{app_id}` and `/accounts/{account_id}/realtime/kit/apps`
+ * (permission "Realtime Kit"), answering the platform's `{success, data, paging}` shape: apps (each
+ * created with six default presets), presets, meetings (list filters page_no/per_page/search/
+ * status/start_time/end_time; PATCH and PUT), participants (add → signed token, PATCH/PUT → new
+ * token, token refresh, DELETE revokes the token for joins), active session (get, kick, kick-all,
+ * mute, mute-all, poll), sessions (list, get, participants, per-participant call statistics the
+ * client reports from its WebRTC stats) and webhooks. `GET /.well-known/webhooks.json` publishes
+ * the key that signs webhooks and tokens.
+ * Join path: `GET /realtime/kit/socket?authToken=…` upgraded to a WebSocket on the API port
+ * (live.ts); media through this area's own media forwarder instance (calls/sfu). The client SDK is
+ * served at `/realtime/kit/sdk.js` (types at `/realtime/kit/sdk.d.ts`) and a meeting page built on
+ * it at `/realtime/kit/meeting?authToken=…`.
+ * Aliases: kick `{user_ids}` (spec) or `{participant_ids, custom_participant_ids}` (official);
+ * webhook events `session.started`/`session.ended` are stored as `meeting.started`/`meeting.ended`;
+ * webhook `name` optional (defaults to the URL's host).
+ * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
+ * sockets — several nodes do not share a meeting, and a starting process ends every session still
+ * LIVE in storage (right for one node restarting, wrong for a fleet); recordings, livestreams, transcripts, summaries,
+ * session chat/transcript downloads and analytics are not implemented (their routes answer 404);
+ * a REST mute is applied by the client SDK and enforced for `mute-all` without `allow_unmute` (the
+ * server then refuses to re-enable audio), not by dropping RTP; 401/403 answers of the router keep
+ * the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
+ */
+import { readFileSync } from 'node:fs';
+import { defineArea, type AreaContext } from '../../core/area.ts';
+import { raw } from '../../core/router.ts';
+import { Forwarder } from '../calls/sfu/index.ts';
+import { loadSigningKey, type SigningKey } from './keys.ts';
+import { Live, SOCKET_PATH } from './live.ts';
+import { mountRoutes } from './routes.ts';
+import { Deliveries } from './webhooks.ts';
+import { PERMISSION } from './http.ts';
+import { isIP } from 'node:net';
+
+const CLIENT_DIR = new URL('./client/', import.meta.url);
+const WEBHOOK_ATTEMPTS = 8;
+const WEBHOOK_POLL_MS = 500;
+
+function asset(name: string): string {
+  return readFileSync(new URL(name, CLIENT_DIR), 'utf8');
+}
+
+function mountClient(ctx: AreaContext): void {
+  const files: Record<string, [string, string]> = {
+    '/realtime/kit/sdk.js': ['realtime-kit.js', 'text/javascript; charset=utf-8'],
+    '/realtime/kit/sdk.d.ts': ['realtime-kit.d.ts', 'text/plain; charset=utf-8'],
+    '/realtime/kit/meeting': ['meeting.html', 'text/html; charset=utf-8'],
+  };
+  for (const [path, [file, type]] of Object.entries(files)) {
+    ctx.router.add({ method: 'GET', path, operationId: `rtk-client-${file}`, summary: `Meeting client: ${file}`, auth: 'public', tags: ['realtime-kit'] }, async () =>
+      raw(new Response(asset(file), { headers: { 'content-type': type, 'cache-control': 'no-cache' } })),
+    );
+  }
+}
+
+export default defineArea({
+  name: 'realtime-kit',
+  mount(ctx: AreaContext) {
+    const { config, database, log } = ctx;
+    ctx.permissions.define({ key: PERMISSION, name: 'Realtime Kit', scope: 'account' });
+    let key: SigningKey | undefined;
+    const getKey = (): SigningKey => {
+      if (!key) throw new Error('the meeting signing key is not loaded yet');
+      return key;
+    };
+    const rtkLog = log.child({ area: 'realtime-kit' });
+    const deliveries = new Deliveries({
+      db: database.db,
+      clock: ctx.clock,
+      log: rtkLog,
+      key: getKey,
+      backoffMs: config.meetingsWebhookBackoffMs,
+      maxAttempts: WEBHOOK_ATTEMPTS,
+      pollMs: WEBHOOK_POLL_MS,
+    });
+    const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
+    const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
+    const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
+    mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
+    mountClient(ctx);
+    ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => live.handleUpgrade(req, socket, head));
+
+    return {
+      async start() {
+        key = await loadSigningKey(database.db);
+        const orphans = await live.endOrphans();
+        if (orphans > 0) rtkLog.info({ sessions: orphans }, 'ended meeting sessions left LIVE by a previous process');
+        deliveries.start();
+      },
+      async stop() {
+        await live.close();
+        await deliveries.stop();
+        await forwarder.close();
+      },
+    };
+  },
+});
