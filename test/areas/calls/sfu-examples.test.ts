@@ -1,11 +1,13 @@
 /**
- * The platform's own example pages (`echo`, `echo-datachannels`, `echo-simulcast`, copied under
- * calls-examples/ with their API base and STUN line changed; see its NOTICE.md) run unchanged
- * against Outpost in headless Debian Chromium with fake media devices. The pages keep their peer
- * connections in module scope, so the test wraps `RTCPeerConnection` before a page loads to read
- * `getStats()` of the connections the page made. The pages are served from `localhost` by a small
- * loopback server and call Outpost on `127.0.0.1` (cross-origin, CORS preflight included). Media does
- * not touch storage: SQLite pass only.
+ * Three small pages of our own (pages/echo.html, echo-datachannels.html, echo-simulcast.html) walk
+ * the same API flows as the platform's published client examples: publish camera and microphone
+ * and pull them back into a second session; publish a data channel in one session and subscribe to
+ * it from another; publish three simulcast layers and move the subscriber between them with
+ * `tracks/update`. They run against Outpost in headless Debian Chromium with fake media devices.
+ * The pages keep their peer connections in module scope, so the test wraps `RTCPeerConnection`
+ * before a page loads to read `getStats()` of the connections the page made. The pages are served
+ * from `localhost` by a small loopback server and call Outpost on `127.0.0.1` (cross-origin, CORS
+ * preflight included). Media does not touch storage: SQLite pass only.
  */
 import { readFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -18,7 +20,7 @@ import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/
 import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const PAGES = fileURLToPath(new URL('./calls-examples/', import.meta.url));
+const PAGES = fileURLToPath(new URL('./pages/', import.meta.url));
 const FLAGS = [
   '--headless',
   '--no-sandbox',
@@ -35,7 +37,7 @@ const FLAGS = [
 
 /**
  * Runs before the page's own scripts: records every peer connection the page creates, and hands
- * the echo-simulcast page's 15-second layer rotation timer to the test, which fires it on demand.
+ * the simulcast page's 15-second layer switching timer to the test, which fires it on demand.
  */
 const INSTRUMENT = `(() => {
   const Native = window.RTCPeerConnection;
@@ -78,9 +80,9 @@ let profile: string;
 let pageServer: Server;
 let pageOrigin: string;
 
-async function openExample(name: string): Promise<Page> {
+async function openPage(name: string): Promise<Page> {
   const page = await browser.newPage();
-  // The pages load a WebRTC adapter from a public CDN; this browser reaches loopback only.
+  // Nothing but loopback: a page that tried to reach further would fail here, not hang.
   await page.setRequestInterception(true);
   page.on('request', (req) => {
     const host = new URL(req.url()).hostname;
@@ -90,7 +92,7 @@ async function openExample(name: string): Promise<Page> {
   const errors: string[] = [];
   page.on('pageerror', (err) => errors.push(String(err)));
   await page.evaluateOnNewDocument(INSTRUMENT);
-  await page.goto(`${pageOrigin}/${name}/index.html`);
+  await page.goto(`${pageOrigin}/${name}.html`);
   (page as Page & { errors?: string[] }).errors = errors;
   return page;
 }
@@ -105,19 +107,19 @@ async function poll<T>(page: Page, expr: string, ok: (v: T) => boolean, ms: numb
   }
 }
 
-describe.skipIf(sqlitePassOnly('the example pages exercise media forwarding, which stores nothing'))('the platform\'s example pages against Outpost', () => {
+describe.skipIf(sqlitePassOnly('the protocol-flow pages exercise media forwarding, which stores nothing'))('protocol-flow pages modelled on the platform\'s published client examples, against Outpost', () => {
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/test.sh does this)`);
     t = await startTestServer();
     app = await createApp(t);
     // Serves a page with its placeholders filled: the app, its secret, Outpost's API and STUN.
     pageServer = createServer((req, res) => {
-      const name = /^\/(echo|echo-datachannels|echo-simulcast)\/index\.html$/.exec(req.url ?? '')?.[1];
+      const name = /^\/(echo|echo-datachannels|echo-simulcast)\.html$/.exec(req.url ?? '')?.[1];
       if (!name) {
         res.writeHead(404).end();
         return;
       }
-      const html = readFileSync(join(PAGES, name, 'index.html'), 'utf8')
+      const html = readFileSync(join(PAGES, `${name}.html`), 'utf8')
         .replaceAll('$APP_ID', app.uid)
         .replaceAll('$APP_TOKEN', app.secret)
         .replaceAll('$API_HOST', t.url)
@@ -138,7 +140,7 @@ describe.skipIf(sqlitePassOnly('the example pages exercise media forwarding, whi
   });
 
   it('echo: the camera and microphone come back, the remote video decodes frames', async () => {
-    const page = await openExample('echo');
+    const page = await openPage('echo');
     const v = await poll<{ framesDecoded: number; frameWidth: number } | null>(page, INBOUND_VIDEO, (x) => !!x && x.framesDecoded > 5, 30_000);
     const errors = (page as Page & { errors?: string[] }).errors!;
     if (!v || v.framesDecoded <= 5) console.log('echo stats', v, errors);
@@ -153,10 +155,10 @@ describe.skipIf(sqlitePassOnly('the example pages exercise media forwarding, whi
   }, 60_000);
 
   it('echo-datachannels: messages sent on one session\'s channel arrive on the other session', async () => {
-    const page = await openExample('echo-datachannels');
+    const page = await openPage('echo-datachannels');
     await page.waitForFunction(`document.getElementById('dc-start').style.display === 'block'`, { timeout: 30_000 });
     await page.click('#dc-start');
-    // The page sends its clock every 500 ms and counts the echoes it receives.
+    // Session A sends its clock every 500 ms; session B counts what reaches it through the SFU.
     const text = await poll<string>(page, `document.getElementById('dc-stats').textContent`, (s) => Number(/Samples: (\d+)/.exec(s)?.[1] ?? 0) >= 3, 15_000);
     const errors = (page as Page & { errors?: string[] }).errors!;
     if (!/Samples: \d+/.test(text)) console.log('datachannel page', text, errors);
@@ -166,13 +168,13 @@ describe.skipIf(sqlitePassOnly('the example pages exercise media forwarding, whi
   }, 60_000);
 
   it('echo-simulcast: three layers published; each rotation of the preferred rid changes the pulled picture size, down and back up', async () => {
-    const page = await openExample('echo-simulcast');
+    const page = await openPage('echo-simulcast');
     const first = await poll<{ framesDecoded: number; frameWidth: number } | null>(page, INBOUND_VIDEO, (x) => !!x && x.framesDecoded > 5, 40_000);
     const errors = (page as Page & { errors?: string[] }).errors!;
     if (!first || first.framesDecoded <= 5) console.log('simulcast stats', first, errors, await page.evaluate(DIAG));
     expect(first!.framesDecoded).toBeGreaterThan(5);
     await page.waitForFunction('typeof window.__rotate === "function"', { timeout: 10_000 });
-    // The page rotates f → h → q; the layer without a preference is the first in ASCII order, f.
+    // The page switches f → h → q; the layer without a preference is the first in ASCII order, f.
     const widths: number[] = [first!.frameWidth];
     for (const rid of ['f', 'h', 'q']) {
       await page.evaluate('window.__rotate()');
