@@ -40,15 +40,15 @@ export function boundaryOf(contentType: string | undefined, body: Buffer): strin
 }
 
 /** A JSON `metadata` part: depth-bounded like every JSON body, and an object. */
-function metadataPart(data: Buffer): Record<string, unknown> {
-  assertJsonDepth(data, 'the metadata part');
+function metadataPart(data: Buffer, root = 'metadata'): Record<string, unknown> {
+  assertJsonDepth(data, `the ${root} part`);
   let value: unknown;
   try {
     value = JSON.parse(data.toString('utf8'));
   } catch (err) {
-    throw bad(`metadata: not valid JSON (${(err as Error).message})`);
+    throw bad(`${root}: not valid JSON (${(err as Error).message})`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad('metadata: must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad(`${root}: must be a JSON object`);
   return value as Record<string, unknown>;
 }
 
@@ -157,21 +157,29 @@ function scalar(text: string): unknown {
   return text;
 }
 
-export function parseMultipart(contentType: string | undefined, body: Buffer): MultipartForm {
+/**
+ * `root` names the JSON part / bracket root read into `metadata` (`settings` for the routes that
+ * take a `settings` part instead).
+ */
+export function parseMultipart(
+  contentType: string | undefined,
+  body: Buffer,
+  root = 'metadata',
+): MultipartForm {
   const boundary = boundaryOf(contentType, body);
   if (!boundary) throw apiError('unsupported_media', `${contentType ?? 'none'} (expected multipart/form-data)`);
   const form: MultipartForm = { metadata: {}, fields: {}, files: [] };
   for (const part of splitParts(body, boundary)) {
-    if (part.name === 'metadata' && part.filename === undefined) {
-      form.metadata = { ...form.metadata, ...metadataPart(part.data) };
+    if (part.name === root && part.filename === undefined) {
+      form.metadata = { ...form.metadata, ...metadataPart(part.data, root) };
       continue;
     }
-    if (part.name === 'metadata' && part.filename !== undefined && /json/.test(part.type)) {
-      form.metadata = { ...form.metadata, ...metadataPart(part.data) };
+    if (part.name === root && part.filename !== undefined && /json/.test(part.type)) {
+      form.metadata = { ...form.metadata, ...metadataPart(part.data, root) };
       continue;
     }
     const bracket = /^([^[\]]+)((?:\[[^\]]*\])+)$/.exec(part.name);
-    if (bracket && bracket[1] === 'metadata' && part.filename === undefined) {
+    if (bracket && bracket[1] === root && part.filename === undefined) {
       const path = [...bracket[2].matchAll(/\[([^\]]*)\]/g)].map((m) => m[1]);
       setBracket(form.metadata, path, scalar(part.data.toString('utf8')));
       continue;

@@ -385,9 +385,9 @@ class MiniflareScriptHost implements ScriptHost {
    * a request's origin is known from where it arrives, not from anything the script could forge.
    */
   private async listenFor(inst: Instance, scriptId: string, opts: LoadOptions): Promise<string> {
-    const handlers = new Map<string, NodeBinding['fetch']>();
+    const handlers = new Map<string, NodeBinding>();
     for (const [name, b] of Object.entries(opts.bindings ?? {}))
-      if (b.type === 'service') handlers.set(name, b.fetch);
+      if (b.type === 'service') handlers.set(name, b);
     const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
       const binding = req.headers[H.binding];
       const handler = typeof binding === 'string' ? handlers.get(binding) : undefined;
@@ -566,7 +566,7 @@ class MiniflareScriptHost implements ScriptHost {
     if (r instanceof Response) {
       // The failure marker is for callers of `fetch`; a client never sees it.
       const headers = new Headers(r.headers);
-      headers.delete(FAILURE_HEADER);
+      if (!ctx.keepFailureMarker) headers.delete(FAILURE_HEADER);
       const failure = new Response(r.body, { status: r.status, statusText: r.statusText, headers });
       return writeResponse(failure, res, ctx.responseHeaders);
     }
@@ -903,7 +903,7 @@ class MiniflareScriptHost implements ScriptHost {
   private async serveBinding(
     inst: Instance,
     scriptId: string,
-    handler: (req: Request, info: InvocationInfo) => Promise<Response>,
+    handler: NodeBinding,
     req: IncomingMessage,
     res: ServerResponse,
   ): Promise<void> {
@@ -914,7 +914,13 @@ class MiniflareScriptHost implements ScriptHost {
     if (typeof id === 'string' && !inv)
       return refuse(res, 'the request this binding call belongs to has ended');
     try {
-      const response = await handler(toRequest(req), info);
+      // A binding that can answer on the raw request does so (no Fetch API objects in Node);
+      // it declines before touching the body when it cannot.
+      if (handler.serve && (await handler.serve(req, res, info))) {
+        inst.progress = true;
+        return;
+      }
+      const response = await handler.fetch(toRequest(req), info);
       inst.progress = true;
       await writeResponse(response, res);
     } catch (err) {

@@ -86,6 +86,13 @@ export interface InvocationInfo {
 export interface NodeBinding {
   type: 'service';
   fetch(req: Request, info: InvocationInfo): Promise<Response>;
+  /**
+   * Optional fast path: answers the call on Node's own request and response, without Fetch API
+   * objects (a dispatcher's call to a customer script pipes them to the customer's runtime with
+   * `serve`). Resolves `false`, before reading the body or writing anything, to leave the call to
+   * `fetch`.
+   */
+  serve?(req: IncomingMessage, res: ServerResponse, info: InvocationInfo): Promise<boolean>;
 }
 
 export type Binding =
@@ -176,6 +183,11 @@ export interface ServeContext extends FetchContext {
   headers?: Record<string, string>;
   /** Set on the answer, the script's or a failure's. */
   responseHeaders?: Record<string, string>;
+  /**
+   * Keep the failure marker header on a failure's answer: the caller is another script (a
+   * dispatcher's binding call), which sees it as `fetch` callers do, not a client.
+   */
+  keepFailureMarker?: boolean;
 }
 
 export interface ScriptHost {

@@ -90,6 +90,18 @@ const ALICE = `export default {
   },
 };`;
 
+// Answers what it was given: method, URL, body and header names.
+const ECHO = `export default {
+  async fetch(request) {
+    return Response.json({
+      method: request.method,
+      url: request.url,
+      body: await request.text(),
+      headers: [...request.headers.keys()],
+    });
+  },
+};`;
+
 const LOOP = `export default { async fetch() { for (;;) {} } };`;
 const CHATTY = `export default {
   async fetch() {
@@ -113,7 +125,18 @@ beforeAll(async () => {
   edge = edgeUrlOf(t);
   origin = await startOrigin(ORIGIN, echoHandler);
   const zone = await createZone(t, 'wfp.test');
-  for (const name of ['alice', 'bob', 'carol', 'loop', 'chatty', 'ghost', 'oops', 'www', 'shop']) {
+  for (const name of [
+    'alice',
+    'bob',
+    'carol',
+    'loop',
+    'chatty',
+    'ghost',
+    'oops',
+    'www',
+    'shop',
+    'echo',
+  ]) {
     const res = await t.call('POST', `/zones/${zone.id}/dns_records`, {
       type: 'A',
       name,
@@ -157,6 +180,7 @@ beforeAll(async () => {
   }
   for (const [name, src] of [
     ['alice', ALICE],
+    ['echo', ECHO],
     ['loop', LOOP],
     ['chatty', CHATTY],
     ['oops', `export default { fetch() { throw new Error('customer bug'); } };`],
@@ -187,6 +211,23 @@ describe('routing styles', () => {
   it('routes by a key-value lookup of the hostname', async () => {
     const res = await edgeGet(edge, 'shop.wfp.test', '/kv');
     expect(res.body).toBe('hello from alice /kv');
+  });
+
+  it("passes the dispatcher's method, URL and body on, and none of the runtime's own headers", async () => {
+    const res = await edgeGet(edge, 'echo.wfp.test', '/in?q=1', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', 'x-visitor': 'v' },
+      body: 'payload',
+    });
+    expect(res.status).toBe(200);
+    const seen = JSON.parse(res.body);
+    expect(seen).toMatchObject({
+      method: 'POST',
+      url: 'http://echo.wfp.test/in?q=1',
+      body: 'payload',
+    });
+    expect(seen.headers).toContain('x-visitor');
+    expect(seen.headers.filter((h: string) => h.startsWith('x-outpost-'))).toEqual([]);
   });
 
   it("a customer's uncaught exception reaches the dispatcher as a 1101 response", async () => {

@@ -9,13 +9,18 @@ import type { AreaContext } from '../../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../../core/accounts.ts';
 import { apiError } from '../../../core/errors.ts';
 import { hexId } from '../../../core/ids.ts';
-import type { MultipartForm } from '../../../core/multipart.ts';
+import { parseMultipart, type MultipartForm } from '../../../core/multipart.ts';
 import { pageOf, pageQuery } from '../../../core/pagination.ts';
 import { raw } from '../../../core/router.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
 import { qString } from '../../../core/validate.ts';
-import { RuntimeUnavailable, ScriptRegistry } from '../registry.ts';
-import { scriptView, WORKERS_PERMISSION } from '../routes.ts';
+import {
+  bindingExtensionService,
+  RuntimeUnavailable,
+  ScriptRegistry,
+  type BindingExtension,
+} from '../registry.ts';
+import { checkBindings, mergeBindings, scriptView, WORKERS_PERMISSION } from '../routes.ts';
 import type { StoredBinding } from '../store.ts';
 import type { UploadParser } from '../version-routes.ts';
 import {
@@ -571,22 +576,164 @@ export function mountDispatchRoutes(
       params,
       tags,
     },
+    async (req) =>
+      settingsView(
+        (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name))
+          .doc.body,
+      ),
+  );
+
+  function settingsView(s: DispatchScript) {
+    return {
+      bindings: bindingsView(s),
+      compatibility_date: s.compatibility_date ?? undefined,
+      compatibility_flags: s.compatibility_flags,
+      logpush: s.settings?.logpush ?? false,
+      observability: s.settings?.observability ?? { enabled: false },
+      tags: s.tags,
+      tail_consumers: s.settings?.tail_consumers ?? [],
+      usage_model: 'standard',
+      placement: {},
+      ...(s.assets ? { assets: { config: s.assets.config } } : {}),
+    };
+  }
+
+  /** The body of `PATCH …/settings`: every field optional; absent ones keep their value. */
+  const SettingsPatch = z
+    .object({
+      logpush: z.boolean().optional(),
+      observability: z.record(z.string(), z.unknown()).optional(),
+      tags: z.array(z.string()).optional().nullable(),
+      tail_consumers: z.array(z.unknown()).optional().nullable(),
+      bindings: z.array(z.object({ type: z.string(), name: z.string() }).passthrough()).optional(),
+      compatibility_date: z
+        .string()
+        .regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD')
+        .optional(),
+      compatibility_flags: z.array(z.string()).optional(),
+      keep_bindings: z.array(z.string()).optional(),
+      // What GET answers, so a read-modify-write round trip is accepted; this server has one
+      // usage model and no placement.
+      usage_model: z.literal('standard').optional(),
+      placement: z.object({}).strict().optional(),
+    })
+    .strict();
+
+  /**
+   * Reads the settings of a PATCH: a multipart `settings` JSON part (what the platform's tools
+   * send), the official client's `settings[...]` bracket fields, or a JSON body.
+   */
+  function settingsOf(contentType: string, body: Buffer) {
+    let value: unknown;
+    if (/^multipart\//i.test(contentType))
+      value = parseMultipart(contentType, body, 'settings').metadata;
+    else {
+      try {
+        value = JSON.parse(body.toString('utf8') || '{}');
+      } catch (err) {
+        throw apiError('invalid_json', (err as Error).message);
+      }
+      if (value && typeof value === 'object' && 'settings' in value)
+        value = (value as { settings: unknown }).settings;
+    }
+    const parsed = SettingsPatch.safeParse(value);
+    if (!parsed.success)
+      throw bad(
+        parsed.error.issues
+          .map((i) => `settings${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`)
+          .join('; '),
+      );
+    return parsed.data;
+  }
+
+  router.add(
+    {
+      method: 'PATCH',
+      path: `${BASE}/:namespace/scripts/:script_name/settings`,
+      operationId: 'namespace-worker-patch-script-settings',
+      summary:
+        "Change a customer script's settings or bindings without uploading its code (multipart `settings` part or JSON)",
+      auth: edit,
+      bodyType: 'raw',
+      params,
+      tags,
+    },
     async (req) => {
-      const s = (
-        await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)
-      ).doc.body;
-      return {
-        bindings: bindingsView(s),
-        compatibility_date: s.compatibility_date ?? undefined,
-        compatibility_flags: s.compatibility_flags,
-        logpush: s.settings?.logpush ?? false,
-        observability: s.settings?.observability ?? { enabled: false },
-        tags: s.tags,
-        tail_consumers: s.settings?.tail_consumers ?? [],
-        usage_model: 'standard',
-        placement: {},
-        ...(s.assets ? { assets: { config: s.assets.config } } : {}),
+      const { account_id: accountId, namespace, script_name: name } = req.params;
+      const { ns, doc } = await requireScript(accountId, namespace, name);
+      const patch = settingsOf(req.c.req.header('content-type') ?? '', req.raw ?? Buffer.alloc(0));
+      const prev = doc.body;
+      const settings = { ...(prev.settings ?? {}) };
+      if (patch.logpush !== undefined) settings.logpush = patch.logpush;
+      if (patch.observability !== undefined) settings.observability = patch.observability;
+      if (patch.tail_consumers !== undefined) settings.tail_consumers = patch.tail_consumers ?? [];
+      let next: DispatchScript = {
+        ...prev,
+        settings,
+        tags:
+          patch.tags === undefined ? prev.tags : patch.tags === null ? [] : checkTags(patch.tags),
+        modified_on: clock.now().toISOString(),
       };
+      const codeChange =
+        patch.bindings !== undefined ||
+        patch.compatibility_date !== undefined ||
+        patch.compatibility_flags !== undefined;
+      if (codeChange) {
+        if (patch.bindings !== undefined) {
+          // The assets binding is the script's, not a runtime binding: it renames or drops
+          // the binding to the assets the script already has.
+          const assetBindings = patch.bindings.filter((b) => b.type === 'assets');
+          if (assetBindings.length > 1) throw bad('settings.bindings: at most one assets binding');
+          const assetsName = assetBindings[0]?.name;
+          if (assetsName !== undefined && !prev.assets)
+            throw bad(
+              'settings.bindings: an assets binding needs assets; upload them with the script',
+            );
+          if (assetsName !== undefined && !/^[A-Za-z_$][\w$]*$/.test(assetsName))
+            throw bad(
+              'settings.bindings: the assets binding needs a name that is a JavaScript identifier',
+            );
+          const rest = patch.bindings.filter((b) => b.type !== 'assets');
+          const bindings = mergeBindings(
+            checkBindings(rest, (t) =>
+              ctx.services.optional<BindingExtension>(bindingExtensionService(t)),
+            ),
+            prev.bindings,
+            patch.keep_bindings,
+          );
+          await parser.checkNamespaces(accountId, bindings);
+          next = { ...next, bindings };
+          if (prev.assets) {
+            const assets = { ...prev.assets };
+            if (assetsName !== undefined) assets.binding = assetsName;
+            else delete assets.binding;
+            next.assets = assets;
+          }
+        }
+        next = {
+          ...next,
+          compatibility_date: patch.compatibility_date ?? next.compatibility_date,
+          compatibility_flags: patch.compatibility_flags ?? next.compatibility_flags,
+        };
+        next.etag = createHash('sha256')
+          .update(prev.etag)
+          .update(
+            JSON.stringify([
+              next.bindings,
+              next.assets?.binding,
+              next.compatibility_date,
+              next.compatibility_flags,
+            ]),
+          )
+          .digest('hex');
+        const content = await dispatchContents.get(db, scopeOf(accountId, ns.namespace_id), name);
+        if (!content) throw apiError('dispatch_script_not_found', namespace, name);
+        // Loaded before stored, as an upload: settings a script cannot start with are refused
+        // and the running version stays.
+        await runtimeCall(() => runtime.deploy(accountId, ns, next, content.body));
+      }
+      await dispatchScripts.update(db, doc, next, clock.now());
+      return settingsView(next);
     },
   );
 

@@ -13,6 +13,7 @@
  * header; the dispatcher's shim turns it into the exception the platform throws, so the
  * dispatcher can catch it. An uncaught exception in the customer's code answers the 1101 page.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AreaContext } from '../../../core/area.ts';
 import { apiError } from '../../../core/errors.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
@@ -43,6 +44,8 @@ const ERROR_HEADER = 'x-outpost-dispatch-error';
 const PARAMS_HEADER = 'x-outpost-outbound-params';
 const ASSETS_BINDING = '__OUTPOST_ASSETS';
 const MAIN = 'main';
+/** Headers of the runtime's own requests to Node (invocation, key, binding name). */
+const RUNTIME_HEADER_PREFIX = 'x-outpost-rt-';
 
 /** The dispatcher's options for one call, as the shim sends them. */
 interface CallSpec {
@@ -82,6 +85,27 @@ function failed(message: string): Response {
     status: 500,
     headers: { [ERROR_HEADER]: encodeURIComponent(message) },
   });
+}
+
+/** The answer to the dispatcher for a customer that failed: the shim throws the message. */
+function failureResponse(f: ScriptFailure): Response {
+  const m = FAILURE_MESSAGES[f.kind];
+  return m ? failed(m) : defaultFailureResponse(f);
+}
+
+/** The call's `limits`, or what is wrong with them. */
+function callLimits(spec: CallSpec): { cpuMs?: number; subrequests?: number } | string {
+  const limits: { cpuMs?: number; subrequests?: number } = {};
+  for (const [k, v] of [
+    ['cpuMs', spec.limits?.cpuMs],
+    ['subrequests', spec.limits?.subRequests],
+  ] as const) {
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+      return `limits.${k === 'cpuMs' ? 'cpuMs' : 'subRequests'} must be a non-negative number`;
+    limits[k] = Math.floor(v);
+  }
+  return limits;
 }
 
 /** Main module of a customer script: `assets` bindings, and a refusal of scripts with no handler. */
@@ -199,6 +223,7 @@ export class DispatchRuntime {
         [nodeBindingName(b.name)]: {
           type: 'service',
           fetch: (req) => this.dispatch(accountId, b, req),
+          serve: (req, res) => this.serve(accountId, b, req, res),
         },
       }),
     };
@@ -318,6 +343,65 @@ export class DispatchRuntime {
     return this.live.get(tenant);
   }
 
+  /**
+   * The fast path of a dispatcher's call: the runtime's request to the binding is piped to the
+   * customer's runtime and its answer piped back (`host.serve`), with no Fetch API objects in
+   * Node. The same limits, context and failure answers as `dispatch`; anything else (bad options,
+   * an unknown script, an asset to serve, a failure) is declined before the body is read and
+   * answered by `dispatch`.
+   */
+  private async serve(
+    accountId: string,
+    binding: StoredBinding,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<boolean> {
+    const head = req.headers[CALL_HEADER];
+    if (typeof head !== 'string') return false;
+    let spec: CallSpec;
+    try {
+      spec = JSON.parse(decodeURIComponent(head)) as CallSpec;
+    } catch {
+      return false;
+    }
+    if (typeof spec.url !== 'string' || !URL.canParse(spec.url)) return false;
+    const limits = callLimits(spec);
+    if (typeof limits === 'string') return false;
+    const live = await this.ensure(accountId, String(binding.namespace), spec.script);
+    if (!live) return false;
+    const assets = live.script.assets;
+    if (assets && !workerFirst(assets.config, new URL(spec.url).pathname)) return false;
+    // The dispatcher's runtime headers (its invocation, key, binding name) and the call's options
+    // are not the customer's business; the host sets the customer's own.
+    const drop = new Set([CALL_HEADER, 'host']);
+    for (const name of Object.keys(req.headers))
+      if (name.startsWith(RUNTIME_HEADER_PREFIX)) drop.add(name);
+    await this.registry
+      .requireHost()
+      .serve(tenantOf(live.namespace.namespace_id, spec.script), MAIN, req, res, {
+        url: spec.url,
+        dropHeaders: drop,
+        context: this.callContext(accountId, binding, spec),
+        limits,
+        errorResponse: failureResponse,
+        keepFailureMarker: true,
+      });
+    return true;
+  }
+
+  private callContext(accountId: string, binding: StoredBinding, spec: CallSpec): CallContext {
+    const outbound = binding.outbound as
+      { worker: { service: string }; params?: { name: string }[] } | undefined;
+    let params: Record<string, unknown> | undefined;
+    if (outbound) {
+      const given = spec.outbound ?? {};
+      params = {};
+      const names = outbound.params?.map((p) => p.name) ?? Object.keys(given);
+      for (const n of names) if (n in given) params[n] = given[n];
+    }
+    return { accountId, outboundService: outbound?.worker.service, params };
+  }
+
   /** One call of a dispatcher's fetcher. */
   private async dispatch(
     accountId: string,
@@ -332,18 +416,8 @@ export class DispatchRuntime {
     } catch {
       return failed('dispatch call with unreadable options');
     }
-    const limits: { cpuMs?: number; subrequests?: number } = {};
-    for (const [k, v] of [
-      ['cpuMs', spec.limits?.cpuMs],
-      ['subrequests', spec.limits?.subRequests],
-    ] as const) {
-      if (v === undefined || v === null) continue;
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
-        return failed(
-          `limits.${k === 'cpuMs' ? 'cpuMs' : 'subRequests'} must be a non-negative number`,
-        );
-      limits[k] = Math.floor(v);
-    }
+    const limits = callLimits(spec);
+    if (typeof limits === 'string') return failed(limits);
     // The binding's request already carries the dispatcher's URL in the common case; it is only
     // rebuilt when the runtime could not keep it (a Fetch API object less per call otherwise).
     let request: Request;
@@ -376,26 +450,12 @@ export class DispatchRuntime {
       );
       if (served) return served;
     }
-    const outbound = binding.outbound as
-      { worker: { service: string }; params?: { name: string }[] } | undefined;
-    let params: Record<string, unknown> | undefined;
-    if (outbound) {
-      const given = spec.outbound ?? {};
-      params = {};
-      const names = outbound.params?.map((p) => p.name) ?? Object.keys(given);
-      for (const n of names) if (n in given) params[n] = given[n];
-    }
-    const context: CallContext = { accountId, outboundService: outbound?.worker.service, params };
     return this.registry
       .requireHost()
       .fetch(tenantOf(live.namespace.namespace_id, spec.script), MAIN, request, {
-        context,
+        context: this.callContext(accountId, binding, spec),
         limits,
-        errorResponse: (f) => {
-          const m = FAILURE_MESSAGES[f.kind];
-          if (m) return failed(m);
-          return defaultFailureResponse(f);
-        },
+        errorResponse: failureResponse,
       });
   }
 
