@@ -19,6 +19,7 @@ import workflows from './areas/workflows/index.ts';
 import analytics from './areas/analytics/index.ts';
 import images from './areas/images/index.ts';
 import browserRendering from './areas/browser-rendering/index.ts';
+import ddos from './areas/ddos/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -40,4 +41,5 @@ export const AREAS: Area[] = [
   analytics,
   images,
   browserRendering,
+  ddos,
 ];

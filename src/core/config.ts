@@ -150,6 +150,22 @@ export interface Config {
   browserAiUrl?: string;
   browserAiModel?: string;
   browserAiKey?: string;
+  /** DDoS: detection on live traffic (edge and proxied apps); off keeps the rulesets API only. */
+  ddosDetection: boolean;
+  /** DDoS: length of one rate window in ms (rates are measured and baselines learned per window). */
+  ddosWindowMs: number;
+  /** DDoS: windows below threshold before an attack is over and mitigation ends. */
+  ddosCooldownWindows: number;
+  /** DDoS: scales every rate floor, in percent (100 = the documented thresholds). */
+  ddosThresholdPercent: number;
+  /** Alerting: first retry delay of a failed delivery in ms (doubles per attempt). */
+  alertingRetryMs: number;
+  /** Alerting: delivery attempts before an alert is given up. */
+  alertingMaxAttempts: number;
+  /** Alerting: SMTP server for email mechanisms (`smtp://host:port`); without it email is not deliverable. */
+  alertingSmtp?: string;
+  /** Alerting: sender address of alert emails. */
+  alertingFrom: string;
 }
 
 export const DEFAULTS: Config = {
@@ -207,6 +223,13 @@ export const DEFAULTS: Config = {
   browserSessions: 6,
   browserTimeoutMs: 30_000,
   browserAllow: [],
+  ddosDetection: true,
+  ddosWindowMs: 1000,
+  ddosCooldownWindows: 3,
+  ddosThresholdPercent: 100,
+  alertingRetryMs: 1000,
+  alertingMaxAttempts: 6,
+  alertingFrom: 'alerts@outpost.local',
 };
 
 interface OptionSpec {
@@ -687,6 +710,14 @@ export const OPTIONS: OptionSpec[] = [
     type: 'string',
     help: 'bearer key sent to --browser-ai-url',
   },
+  { key: 'ddosDetection', flag: 'ddos-detection', env: 'OUTPOST_DDOS_DETECTION', type: 'bool', help: 'detect and mitigate floods on live traffic (default true)' },
+  { key: 'ddosWindowMs', flag: 'ddos-window-ms', env: 'OUTPOST_DDOS_WINDOW_MS', type: 'int', help: 'DDoS rate window in ms (default 1000)' },
+  { key: 'ddosCooldownWindows', flag: 'ddos-cooldown-windows', env: 'OUTPOST_DDOS_COOLDOWN_WINDOWS', type: 'int', help: 'quiet windows before an attack ends (default 3)' },
+  { key: 'ddosThresholdPercent', flag: 'ddos-threshold-percent', env: 'OUTPOST_DDOS_THRESHOLD_PERCENT', type: 'int', help: 'scales DDoS rate floors, in percent (default 100)' },
+  { key: 'alertingRetryMs', flag: 'alerting-retry-ms', env: 'OUTPOST_ALERTING_RETRY_MS', type: 'int', help: 'first retry delay of a failed alert delivery in ms (default 1000)' },
+  { key: 'alertingMaxAttempts', flag: 'alerting-max-attempts', env: 'OUTPOST_ALERTING_MAX_ATTEMPTS', type: 'int', help: 'alert delivery attempts before giving up (default 6)' },
+  { key: 'alertingSmtp', flag: 'alerting-smtp', env: 'OUTPOST_ALERTING_SMTP', type: 'string', help: 'SMTP server for email alerts, smtp://host:port (default none)' },
+  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },
 ];
 
 export class ConfigError extends Error {}
@@ -804,6 +835,11 @@ export function loadConfig(
     throw new ConfigError('--analytics-query-timeout-ms must be at least 1');
   if (config.workflowsMaxInflight < 1)
     throw new ConfigError('--workflows-max-inflight must be at least 1');
+  if (config.ddosWindowMs < 50) throw new ConfigError('--ddos-window-ms must be at least 50');
+  if (config.ddosCooldownWindows < 1) throw new ConfigError('--ddos-cooldown-windows must be at least 1');
+  if (config.ddosThresholdPercent < 1) throw new ConfigError('--ddos-threshold-percent must be at least 1');
+  if (config.alertingRetryMs < 10) throw new ConfigError('--alerting-retry-ms must be at least 10');
+  if (config.alertingMaxAttempts < 1) throw new ConfigError('--alerting-max-attempts must be at least 1');
   config.dataDir = resolve(config.dataDir);
   if (!config.database) config.database = join(config.dataDir, 'outpost.db');
   return config;

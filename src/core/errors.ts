@@ -298,6 +298,12 @@ export const CODES = {
   image_key_not_found: { code: 5407, status: 404, message: 'Signing key not found: {0}' },
   image_upload_url_invalid: { code: 5410, status: 410, message: 'This upload URL {0}; request a new one with POST /accounts/{account_id}/images/v2/direct_upload' },
   image_source_failed: { code: 5452, status: 400, message: 'Could not fetch the image from url: {0}' },
+  // --- DDoS attack events and alerting (Outpost's codes; the platform's alerting answers 17xxx) ---
+  ddos_attack_not_found: { code: 10401, status: 404, message: 'Attack {0} not found' },
+  alerting_invalid: { code: 17001, status: 400, message: '{0}' },
+  alerting_policy_not_found: { code: 17002, status: 404, message: 'Policy {0} not found' },
+  alerting_destination_not_found: { code: 17003, status: 404, message: 'Destination {0} not found' },
+  alerting_webhook_test_failed: { code: 17004, status: 400, message: 'The webhook test message failed: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;
