@@ -8,8 +8,8 @@
  * `--ddos-cooldown-windows` quiet windows it ends and mitigation stops.
  *
  * Mitigated sources: in a single-source detection, the sources over the per-source threshold; in
- * a many-source detection, every source sending more than its fair share (the larger of the
- * target's baseline and 1/20 of the target threshold) — a legitimate client at ordinary rates
+ * a many-source detection, every source sending more than its fair share (the larger of twice
+ * the target's baseline and 1/10 of the target threshold) — a legitimate client at ordinary rates
  * stays served. Memory is bounded: sources per window and targets are capped, idle targets dropped.
  */
 import { BASELINE_MULTIPLIER, SENSITIVITY_FACTOR, type Sensitivity, type Signature } from './signatures.ts';
@@ -75,6 +75,11 @@ export interface DetectorOptions {
   onEnd(attack: Attack): void;
 }
 
+/** In a many-source flood, a source above this rate (per second) is one of the attackers. */
+function fairShare(baseline: number, targetThreshold: number): number {
+  return Math.max(2 * baseline, targetThreshold / 10);
+}
+
 export class Detector {
   private readonly targets = new Map<string, TargetState>();
   private windowStart = performance.now();
@@ -118,7 +123,7 @@ export class Detector {
     if (attack) {
       if (attack.sources.has(source)) return attack;
       const thr = this.thresholds(t.baseline, attack.sensitivity);
-      const cut = attack.mode === 'source' ? thr.source : Math.max(t.baseline, thr.target / 20);
+      const cut = attack.mode === 'source' ? thr.source : fairShare(t.baseline, thr.target);
       if (n >= cut * this.windowSec) {
         attack.sources.add(source);
         return attack;
@@ -149,7 +154,7 @@ export class Detector {
     };
     if (overSource) started.sources.add(source);
     else {
-      const cut = Math.max(t.baseline, thr.target / 20) * this.windowSec;
+      const cut = fairShare(t.baseline, thr.target) * this.windowSec;
       for (const [s, c] of t.sources) if (c >= cut) started.sources.add(s);
     }
     t.attack = started;
@@ -178,7 +183,10 @@ export class Detector {
           this.opts.onEnd(attack);
         }
       } else {
-        t.baseline += BASELINE_ALPHA * (rate - t.baseline);
+        // A window that would be an attack at the default sensitivity is never learned, even when
+        // an override (eoff, a disabled rule) let it pass: a flood must not become the baseline.
+        const d = this.thresholds(t.baseline, 'default');
+        if (rate < Math.min(d.source, d.target)) t.baseline += BASELINE_ALPHA * (rate - t.baseline);
       }
       t.idle = t.count === 0 ? t.idle + 1 : 0;
       t.count = 0;

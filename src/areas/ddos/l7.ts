@@ -10,7 +10,7 @@ import { compileRule } from '../../edge/rules/index.ts';
 import { PHASE_ORDER, ruleContext, type EdgeRequest, type EdgeService, type Phase } from '../../edge/index.ts';
 import { DDOS_L7_ID, type RulesetService } from '../rulesets/index.ts';
 import type { Attack, Detector, TargetRef } from './detector.ts';
-import { ProfileCache, type Effective } from './overrides.ts';
+import { ProfileCache } from './overrides.ts';
 
 const CHALLENGES = new Set(['challenge', 'js_challenge', 'managed_challenge']);
 
@@ -62,7 +62,7 @@ export function l7Phase(deps: {
       const key = `${route.zoneId}|${er.host}`;
       const ref = (): TargetRef => ({ zoneId: route.zoneId, zoneName: route.zoneName || deps.zoneName(route.zoneId), accountId: route.accountId, hostname: er.host });
       let hit: Attack | undefined;
-      let eff: Effective | undefined;
+      let action = '';
       for (let i = 0; i < detectors.length; i++) {
         const e = profile[i];
         if (!e.enabled) continue;
@@ -70,19 +70,17 @@ export function l7Phase(deps: {
         if (stream === 'http-no-ua' && er.req.headers['user-agent']) continue;
         if (stream === 'http-malformed' && !malformed(er)) continue;
         const a = detectors[i].hit(key, ref, er.clientIp, e.sensitivity, e.action, e.overrideRuleId);
-        // The first mitigating verdict wins over a `log` one.
-        if (a && (!hit || (eff!.action === 'log' && e.action !== 'log'))) {
+        if (!a) continue;
+        er.matchedRules.push(a.signature.ruleId);
+        // Every attack this request belongs to counts it; the first mitigating one acts.
+        if (e.action === 'log') a.logged++;
+        else if (!hit) {
           hit = a;
-          eff = e;
+          action = e.action;
         }
       }
-      if (!hit || !eff) return 'continue';
-      er.matchedRules.push(hit.signature.ruleId);
-      if (eff.action === 'log') {
-        hit.logged++;
-        return 'continue';
-      }
-      if (CHALLENGES.has(eff.action)) {
+      if (!hit) return 'continue';
+      if (CHALLENGES.has(action)) {
         if (!deps.edge.challenge(er)) return 'continue';
         hit.mitigated++;
         return 'handled';
