@@ -20,6 +20,7 @@ import analytics from './areas/analytics/index.ts';
 import images from './areas/images/index.ts';
 import browserRendering from './areas/browser-rendering/index.ts';
 import ddos from './areas/ddos/index.ts';
+import alerting from './areas/alerting/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -42,4 +43,5 @@ export const AREAS: Area[] = [
   images,
   browserRendering,
   ddos,
+  alerting,
 ];
