@@ -107,7 +107,7 @@ describe('policies and destinations', () => {
     expect(test.body.text).toContain('test message');
     const got = await cf.alerting.destinations.webhooks.get(webhookId, { account_id: t.accountId });
     expect(got).toMatchObject({ name: 'ops', url: hookUrl, type: 'generic' });
-    expect((got as Record<string, unknown>).secret).toBeUndefined();
+    expect((got as unknown as Record<string, unknown>).secret).toBeUndefined();
     answers = [500];
     const bad = await t.call('POST', `/accounts/${t.accountId}/alerting/v3/destinations/webhooks`, { name: 'broken', url: hookUrl });
     expect(bad.status).toBe(400);
