@@ -4,8 +4,8 @@
  *    speed, far above the default thresholds): flood start → first mitigated request (the
  *    attack's start, the request that crossed the threshold is the first one blocked) and →
  *    start alert received by a webhook; p50 and max;
- * 2. a legitimate client (127.0.0.9, closed loop, 2 connections) in req/s without an attack and
- *    during the floods;
+ * 2. a legitimate client (127.0.0.9, 2 connections, one GET every 20 ms each) in req/s without
+ *    an attack and during the floods;
  * 3. the cost of detection when no attack runs: edge req/s (wrk) with detection on (thresholds
  *    scaled so nothing fires: every request is still counted) beside detection off, alternating.
  * Outpost runs in this process (default windows: 1 s, 3 cool-down windows); wrk is its own process.
@@ -59,7 +59,10 @@ async function stopSide(s: Side): Promise<void> {
   rmSync(s.dir, { recursive: true, force: true });
 }
 
-/** A closed loop of GETs from LEGIT_IP; returns a stop function answering ok req/s and failures. */
+/**
+ * A paced client from LEGIT_IP (each connection one GET every 20 ms, about 100 req/s in all: an
+ * ordinary client, under every threshold); returns a stop function answering ok req/s and failures.
+ */
 function legitLoop(edge: URL, connections = 2): () => Promise<{ rps: number; failed: number }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections, localAddress: LEGIT_IP });
   let running = true;
@@ -83,7 +86,10 @@ function legitLoop(edge: URL, connections = 2): () => Promise<{ rps: number; fai
       req.end();
     });
   const workers = Array.from({ length: connections }, async () => {
-    while (running) await one();
+    while (running) {
+      await one();
+      await new Promise((r) => setTimeout(r, 20));
+    }
   });
   return async () => {
     running = false;
@@ -202,7 +208,7 @@ export async function main(argv: string[]): Promise<number> {
   );
   process.stdout.write(
     table(
-      ['legitimate client (2 conns, other source)', 'req/s', 'non-200'],
+      ['legitimate client (2 paced conns, other source)', 'req/s', 'non-200'],
       [
         ['no attack', int(legitCalm.rps), String(legitCalm.failed)],
         ['during floods (median)', int(median(legitDuring)), String(legitFailed)],
