@@ -152,12 +152,14 @@ export async function main(argv: string[]): Promise<number> {
   const toMitigation: number[] = [];
   const toAlert: number[] = [];
   const legitDuring: number[] = [];
+  /** Answers per second wrk got during each flood (mostly 403s once mitigated). */
+  const floodRps: number[] = [];
   let legitFailed = 0;
   for (let i = 0; i < floods; i++) {
     const before = (await api(a, 'GET', `/accounts/${accountId}/ddos/attacks?per_page=100`)) as any[];
     const t0 = Date.now();
     const legit = legitLoop(a.edge);
-    await loadHost(a.edge.origin, HOST, 3, connections);
+    floodRps.push((await loadHost(a.edge.origin, HOST, 3, connections)).rps);
     const l = await legit();
     legitDuring.push(l.rps);
     legitFailed += l.failed;
@@ -196,7 +198,7 @@ export async function main(argv: string[]): Promise<number> {
 
   const p50 = (xs: number[]) => (xs.length ? ms(median(xs)) : 'n/a');
   const max = (xs: number[]) => (xs.length ? ms(Math.max(...xs)) : 'n/a');
-  process.stdout.write(`\nddos bench: ${floods} floods (wrk -t1 -c${connections}, 3 s each, default thresholds), load average ${load.map((x) => x.toFixed(2)).join(' → ')}\n\n`);
+  process.stdout.write(`\nddos bench: ${floods} floods (wrk -t1 -c${connections}, 3 s each, default thresholds; wrk answers/s per flood: ${floodRps.map((x) => int(x)).join(' ')}), load average ${load.map((x) => x.toFixed(2)).join(' → ')}\n\n`);
   process.stdout.write(
     table(
       ['measure', 'p50', 'max', 'samples'],

@@ -107,6 +107,10 @@ describe('L7 floods', () => {
     expect(Date.parse(rec.end_time)).toBeGreaterThan(Date.parse(rec.start_time));
     const one = await t.call('GET', `/accounts/${t.accountId}/ddos/attacks/${rec.id}`);
     expect(one.body.result.id).toBe(rec.id);
+    expect((await t.call('GET', `/accounts/${t.accountId}/ddos/attacks/${'e'.repeat(32)}`)).status).toBe(404);
+    const badQuery = await t.call('GET', `/accounts/${t.accountId}/ddos/attacks?layer=l9`);
+    expect(badQuery.status).toBe(400);
+    expect(badQuery.body.errors[0].message).toContain('layer');
   });
 
   it('sensitivity eoff: the same flood is not mitigated', async () => {
