@@ -92,6 +92,11 @@ export class Detector {
     this.windowSec = opts.windowMs / 1000;
   }
 
+  /** Seconds the current window has run, at least its nominal length. */
+  private elapsed(): number {
+    return Math.max(this.windowSec, (performance.now() - this.windowStart) / 1000);
+  }
+
   private thresholds(baseline: number, sensitivity: Sensitivity): { source: number; target: number } {
     const f = SENSITIVITY_FACTOR[sensitivity];
     const learned = BASELINE_MULTIPLIER * baseline;
@@ -124,7 +129,7 @@ export class Detector {
       if (attack.sources.has(source)) return attack;
       const thr = this.thresholds(t.baseline, attack.sensitivity);
       const cut = attack.mode === 'source' ? thr.source : fairShare(t.baseline, thr.target);
-      if (n >= cut * this.windowSec) {
+      if (n >= cut * this.windowSec && n >= cut * this.elapsed()) {
         attack.sources.add(source);
         return attack;
       }
@@ -132,8 +137,13 @@ export class Detector {
     }
     if (sensitivity === 'eoff') return undefined;
     const thr = this.thresholds(t.baseline, sensitivity);
-    const overSource = n >= thr.source * this.windowSec;
-    const overTarget = t.count >= thr.target * this.windowSec;
+    let overSource = n >= thr.source * this.windowSec;
+    let overTarget = t.count >= thr.target * this.windowSec;
+    if (!overSource && !overTarget) return undefined;
+    // A window the event loop let run long holds more hits at the same rate.
+    const seconds = this.elapsed();
+    overSource &&= n >= thr.source * seconds;
+    overTarget &&= t.count >= thr.target * seconds;
     if (!overSource && !overTarget) return undefined;
     const elapsed = Math.max((performance.now() - this.windowStart) / 1000, this.windowSec / 10);
     const started: Attack = {
@@ -154,7 +164,7 @@ export class Detector {
     };
     if (overSource) started.sources.add(source);
     else {
-      const cut = fairShare(t.baseline, thr.target) * this.windowSec;
+      const cut = fairShare(t.baseline, thr.target) * seconds;
       for (const [s, c] of t.sources) if (c >= cut) started.sources.add(s);
     }
     t.attack = started;
@@ -183,10 +193,11 @@ export class Detector {
           this.opts.onEnd(attack);
         }
       } else {
-        // A window that would be an attack at the default sensitivity is never learned, even when
-        // an override (eoff, a disabled rule) let it pass: a flood must not become the baseline.
+        // Only ordinary windows are learned — under half of what would be an attack at the
+        // default sensitivity, even when an override (eoff, a disabled rule) let a flood pass:
+        // neither a flood nor its first and last partial windows may become the baseline.
         const d = this.thresholds(t.baseline, 'default');
-        if (rate < Math.min(d.source, d.target)) t.baseline += BASELINE_ALPHA * (rate - t.baseline);
+        if (rate < Math.min(d.source, d.target) / 2) t.baseline += BASELINE_ALPHA * (rate - t.baseline);
       }
       t.idle = t.count === 0 ? t.idle + 1 : 0;
       t.count = 0;
