@@ -57,7 +57,11 @@ export default defineArea({
 
     if (config.ddosDetection) {
       const edge = ctx.services.optional<EdgeService>(EDGE);
-      if (edge) edge.addPhase(l7Phase({ detectors: l7, rulesets, edge, zoneName }));
+      const onRulesetsChanged = (listener: () => void) => {
+        ctx.events.subscribe('rulesets.changed', listener);
+        ctx.events.subscribe('zone.deleted', listener);
+      };
+      if (edge) edge.addPhase(l7Phase({ detectors: l7, rulesets, edge, zoneName, onRulesetsChanged }));
       ctx.services.provide(DDOS_L4, guard);
     }
     mountDdosRoutes(ctx, recorder, [...l7, ...l4]);
