@@ -22,6 +22,8 @@ import browserRendering from './areas/browser-rendering/index.ts';
 import apiGateway from './areas/api-gateway/index.ts';
 import pipelines from './areas/pipelines/index.ts';
 import realtimeKit from './areas/realtime-kit/index.ts';
+import ddos from './areas/ddos/index.ts';
+import alerting from './areas/alerting/index.ts';
 
 export const AREAS: Area[] = [
   accounts,
@@ -46,4 +48,6 @@ export const AREAS: Area[] = [
   apiGateway,
   pipelines,
   realtimeKit,
+  ddos,
+  alerting,
 ];

@@ -170,6 +170,22 @@ export interface Config {
   meetingsWebhookBackoffMs: number;
   /** Meeting platform: lifetime of participant tokens, seconds. */
   meetingsTokenTtl: number;
+  /** DDoS: detection on live traffic (edge and proxied apps); off keeps the rulesets API only. */
+  ddosDetection: boolean;
+  /** DDoS: length of one rate window in ms (rates are measured and baselines learned per window). */
+  ddosWindowMs: number;
+  /** DDoS: windows below threshold before an attack is over and mitigation ends. */
+  ddosCooldownWindows: number;
+  /** DDoS: scales every rate floor, in percent (100 = the documented thresholds). */
+  ddosThresholdPercent: number;
+  /** Alerting: first retry delay of a failed delivery in ms (doubles per attempt). */
+  alertingRetryMs: number;
+  /** Alerting: delivery attempts before an alert is given up. */
+  alertingMaxAttempts: number;
+  /** Alerting: SMTP server for email mechanisms (`smtp://host:port`); without it email is not deliverable. */
+  alertingSmtp?: string;
+  /** Alerting: sender address of alert emails. */
+  alertingFrom: string;
 }
 
 export const DEFAULTS: Config = {
@@ -235,6 +251,13 @@ export const DEFAULTS: Config = {
   pipelinesLog: 'local',
   meetingsWebhookBackoffMs: 1000,
   meetingsTokenTtl: 86400,
+  ddosDetection: true,
+  ddosWindowMs: 1000,
+  ddosCooldownWindows: 3,
+  ddosThresholdPercent: 100,
+  alertingRetryMs: 1000,
+  alertingMaxAttempts: 6,
+  alertingFrom: 'alerts@outpost.local',
 };
 
 interface OptionSpec {
@@ -785,6 +808,14 @@ export const OPTIONS: OptionSpec[] = [
     type: 'int',
     help: 'lifetime of meeting participant tokens in seconds (default 86400)',
   },
+  { key: 'ddosDetection', flag: 'ddos-detection', env: 'OUTPOST_DDOS_DETECTION', type: 'bool', help: 'detect and mitigate floods on live traffic (default true)' },
+  { key: 'ddosWindowMs', flag: 'ddos-window-ms', env: 'OUTPOST_DDOS_WINDOW_MS', type: 'int', help: 'DDoS rate window in ms (default 1000)' },
+  { key: 'ddosCooldownWindows', flag: 'ddos-cooldown-windows', env: 'OUTPOST_DDOS_COOLDOWN_WINDOWS', type: 'int', help: 'quiet windows before an attack ends (default 3)' },
+  { key: 'ddosThresholdPercent', flag: 'ddos-threshold-percent', env: 'OUTPOST_DDOS_THRESHOLD_PERCENT', type: 'int', help: 'scales DDoS rate floors, in percent (default 100)' },
+  { key: 'alertingRetryMs', flag: 'alerting-retry-ms', env: 'OUTPOST_ALERTING_RETRY_MS', type: 'int', help: 'first retry delay of a failed alert delivery in ms (default 1000)' },
+  { key: 'alertingMaxAttempts', flag: 'alerting-max-attempts', env: 'OUTPOST_ALERTING_MAX_ATTEMPTS', type: 'int', help: 'alert delivery attempts before giving up (default 6)' },
+  { key: 'alertingSmtp', flag: 'alerting-smtp', env: 'OUTPOST_ALERTING_SMTP', type: 'string', help: 'SMTP server for email alerts, smtp://host:port (default none)' },
+  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },
 ];
 
 export class ConfigError extends Error {}
@@ -902,6 +933,11 @@ export function loadConfig(
     throw new ConfigError('--analytics-query-timeout-ms must be at least 1');
   if (config.workflowsMaxInflight < 1)
     throw new ConfigError('--workflows-max-inflight must be at least 1');
+  if (config.ddosWindowMs < 50) throw new ConfigError('--ddos-window-ms must be at least 50');
+  if (config.ddosCooldownWindows < 1) throw new ConfigError('--ddos-cooldown-windows must be at least 1');
+  if (config.ddosThresholdPercent < 1) throw new ConfigError('--ddos-threshold-percent must be at least 1');
+  if (config.alertingRetryMs < 10) throw new ConfigError('--alerting-retry-ms must be at least 10');
+  if (config.alertingMaxAttempts < 1) throw new ConfigError('--alerting-max-attempts must be at least 1');
   config.dataDir = resolve(config.dataDir);
   if (!config.database) config.database = join(config.dataDir, 'outpost.db');
   return config;

@@ -329,6 +329,12 @@ export const CODES = {
   rtk_no_active_session: { code: 404, status: 404, message: 'No active session for meeting {0}' },
   rtk_invalid: { code: 400, status: 400, message: '{0}' },
   rtk_conflict: { code: 409, status: 409, message: '{0}' },
+  // --- DDoS attack events and alerting (Outpost's codes; the platform's alerting answers 17xxx) ---
+  ddos_attack_not_found: { code: 10401, status: 404, message: 'Attack {0} not found' },
+  alerting_invalid: { code: 17001, status: 400, message: '{0}' },
+  alerting_policy_not_found: { code: 17002, status: 404, message: 'Policy {0} not found' },
+  alerting_destination_not_found: { code: 17003, status: 404, message: 'Destination {0} not found' },
+  alerting_webhook_test_failed: { code: 17004, status: 400, message: 'The webhook test message failed: {0}' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorName = keyof typeof CODES;

@@ -14,8 +14,8 @@ import { raw } from '../core/router.ts';
 import { ZONE_INDEX, type ZoneIndex } from '../areas/dns/index.ts';
 import type { Socket } from 'node:net';
 import { EdgeServer, type PinnedRoute } from './server.ts';
-import type { HostRouter, OriginHandler, Phase } from './types.ts';
-import { accessRulesPhase, customRulesPhase, originRulesPhase } from './phases/security.ts';
+import type { EdgeRequest, HostRouter, OriginHandler, Phase } from './types.ts';
+import { accessRulesPhase, challenge, customRulesPhase, originRulesPhase } from './phases/security.ts';
 import { EdgeTlsListener } from './tls/listener.ts';
 import { tlsContextPhase } from './tls/phase.ts';
 
@@ -48,6 +48,8 @@ export interface EdgeService {
   addHostRouter(router: HostRouter): void;
   /** Runs HTTP from a socket accepted elsewhere through the edge, to a fixed zone and origin. */
   acceptSocket(socket: Socket, pin: PinnedRoute): void;
+  /** Answers the challenge interstitial unless the visitor holds a clearance; true if answered. */
+  challenge(er: EdgeRequest): boolean;
 }
 export const EDGE = 'edge';
 
@@ -80,6 +82,7 @@ export default defineArea({
       addOriginHandler: (h) => edge.addOriginHandler(h),
       addHostRouter: (r) => edge.addHostRouter(r),
       acceptSocket: (socket, pin) => edge.acceptSocket(socket, pin),
+      challenge: (er) => challenge(er, edge.challenger),
     });
     return {
       async start() {

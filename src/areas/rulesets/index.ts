@@ -27,7 +27,7 @@ import { RulesetStore } from './store.ts';
 
 export type { RuleForEdge, RulesetService, PhaseRegistration } from './service.ts';
 export type { Rule, Ruleset, RulesetSummary, Kind } from './model.ts';
-export { DDOS_L7_ID, DDOS_L4_ID } from './managed.ts';
+export { DDOS_L7_ID, DDOS_L4_ID, managedRuleId, OVERRIDE_ACTIONS, SENSITIVITY_LEVELS } from './managed.ts';
 
 /** The event published after every committed ruleset change. */
 export interface RulesetsChanged {

@@ -3,6 +3,8 @@
  * rulesets under the platform's ids, so the spec's "list rulesets, pick kind managed and the
  * phase, execute its id" procedure works unchanged. They are read-only and the same for every
  * account. Rule ids other than the platform's documented example are Outpost's own (stable).
+ * What each rule detects, and its thresholds per sensitivity, live with the DDoS area
+ * (src/areas/ddos/signatures.ts), which runs these rules on live traffic.
  */
 import { stableId } from '../../core/ids.ts';
 import type { Rule, Ruleset } from './model.ts';
@@ -44,12 +46,10 @@ const L7: Ruleset = {
   version: '1',
   last_updated: PUBLISHED,
   rules: [
-    rule('l7', 1, 'ddos_dynamic', 'http-flood', 'HTTP requests from known botnet signatures'),
-    rule('l7', 2, 'ddos_dynamic', 'http-flood', 'HTTP requests with unusual HTTP headers or URI path (signature #1)'),
-    rule('l7', 3, 'block', 'http-flood', 'HTTP requests trying to impersonate browsers'),
-    rule('l7', 4, 'managed_challenge', 'http-flood', 'High request rate from a single client to a single host'),
-    rule('l7', 5, 'ddos_dynamic', 'http-anomaly', 'HTTP requests with unusual HTTP headers or URI path (signature #2)'),
-    rule('l7', 6, 'block', 'http-anomaly', 'HTTP requests with malformed or contradictory protocol fields'),
+    rule('l7', 1, 'ddos_dynamic', 'http-flood', 'HTTP flood against one host from many sources (host request rate far above its learned baseline)'),
+    rule('l7', 2, 'ddos_dynamic', 'http-flood', 'High request rate from a single client to a single host'),
+    rule('l7', 3, 'block', 'http-anomaly', 'Flood of HTTP requests without a User-Agent header'),
+    rule('l7', 4, 'block', 'http-anomaly', 'Flood of HTTP requests with malformed or contradictory protocol fields (Content-Length with Transfer-Encoding, a body on GET or HEAD)'),
   ],
 };
 
@@ -63,9 +63,8 @@ const L4: Ruleset = {
   last_updated: PUBLISHED,
   rules: [
     rule('l4', 1, 'ddos_dynamic', 'udp-flood', 'Generic high-volume UDP traffic flows', '599dab0942ff4898ac1b7797e954e98b'),
-    rule('l4', 2, 'block', 'udp-flood', 'UDP reflection from well-known amplification ports (DNS, NTP, Memcached, SSDP)'),
-    rule('l4', 3, 'ddos_dynamic', 'syn-flood', 'Generic high-volume SYN traffic flows'),
-    rule('l4', 4, 'block', 'syn-flood', 'SYN packets with spoofed or bogon source addresses'),
+    rule('l4', 2, 'block', 'udp-flood', 'UDP reflection from well-known amplification ports (DNS, NTP, SSDP, Memcached)'),
+    rule('l4', 3, 'ddos_dynamic', 'syn-flood', 'Generic high-volume SYN traffic flows (TCP connection rate per application and source)'),
   ],
 };
 
@@ -83,6 +82,11 @@ const ALL: readonly Ruleset[] = deepFreeze([L7, L4]);
 /** Managed rulesets visible at a level: ddos_l4 is account-level only, as its entry point. */
 export function managedRulesets(level: 'zone' | 'account'): Ruleset[] {
   return ALL.filter((r) => level === 'account' || r.phase !== 'ddos_l4');
+}
+
+/** The id of the n-th (from 1) rule of a managed ruleset, as listed. */
+export function managedRuleId(set: 'l7' | 'l4', n: number): string {
+  return set === 'l4' && n === 1 ? '599dab0942ff4898ac1b7797e954e98b' : stableId(`managed-rule:${set}:${n}`);
 }
 
 export function managedRuleset(id: string): Ruleset | undefined {

@@ -9,6 +9,7 @@ import type { EdgeService } from '../../edge/index.ts';
 import type { Config } from '../../core/config.ts';
 import type { Logger } from '../../core/log.ts';
 import type { AccessRuleService } from '../access-rules/index.ts';
+import type { DdosL4Guard } from '../ddos/index.ts';
 import type { SpectrumAnalytics, EventName } from './analytics.ts';
 import type { AppPlan } from './app-rules.ts';
 import type { OriginResolver } from './origins.ts';
@@ -28,6 +29,8 @@ export interface ProxyDeps {
   originCa?: string[];
   /** The edge, for `traffic_type` http/https applications (absent when the edge is not mounted). */
   edge(): EdgeService | undefined;
+  /** DDoS detection for datagrams and connections (absent when the ddos area is off). */
+  ddos?(): DdosL4Guard | undefined;
 }
 
 /** One listening socket of an application. */

@@ -39,6 +39,7 @@ import { EDGE, type EdgeService } from '../../edge/index.ts';
 import { defineArea } from '../../core/area.ts';
 import { ConfigError, type Config } from '../../core/config.ts';
 import type { AccessRuleService } from '../access-rules/index.ts';
+import { DDOS_L4, type DdosL4Guard } from '../ddos/index.ts';
 import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
 import { SpectrumAnalytics } from './analytics.ts';
 import { ANALYTICS, mountAnalyticsRoutes } from './analytics-routes.ts';
@@ -103,6 +104,7 @@ export default defineArea({
       accountOf: (zoneId) => index?.zoneById(zoneId)?.accountId,
       originCa: ca,
       edge: () => ctx.services.optional<EdgeService>(EDGE),
+      ddos: () => ctx.services.optional<DdosL4Guard>(DDOS_L4),
     });
     mountAppRoutes({ ctx, proxy, certs, bindAddresses });
     mountAnalyticsRoutes(ctx, analytics);

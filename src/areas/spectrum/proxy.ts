@@ -177,6 +177,10 @@ export class SpectrumProxy {
     const binding: Binding = { key: s.key, transport: 'tcp', address: s.address, port: s.port, boundPort: port };
     const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true });
     server.on('connection', (socket) => {
+      if (this.dropByDdos(rt, binding, socket.remoteAddress, undefined, 0)) {
+        socket.destroy();
+        return;
+      }
       if (rt.plan.trafficType !== 'direct' && this.deps.edge()) {
         this.handToEdge(rt, binding, socket).catch((err) => {
           this.deps.log.warn({ err, app: rt.plan.id }, 'HTTP application connection failed');
@@ -228,6 +232,7 @@ export class SpectrumProxy {
     const binding: Binding = { key: s.key, transport: 'udp', address: s.address, port: s.port, boundPort: port, udpFlows: new Map() };
     const socket = dgram.createSocket({ type: net.isIPv6(s.address) ? 'udp6' : 'udp4' });
     socket.on('message', (msg, rinfo) => {
+      if (this.dropByDdos(rt, binding, rinfo.address, rinfo.port, msg.length)) return;
       const key = `${rinfo.address}|${rinfo.port}`;
       let flow = binding.udpFlows!.get(key) as UdpFlow | undefined;
       if (!flow) {
@@ -253,6 +258,15 @@ export class SpectrumProxy {
         resolve(binding);
       });
     });
+  }
+
+  /** Asks DDoS detection about a datagram (with its source port) or a connection; true: drop it. */
+  private dropByDdos(rt: AppRuntime, b: Binding, ip: string | undefined, port: number | undefined, bytes: number): boolean {
+    const guard = this.deps.ddos?.();
+    if (!guard || !ip) return false;
+    const plan = rt.plan;
+    const target = { appId: plan.id, zoneId: plan.zoneId, hostname: plan.hostname, accountId: this.deps.accountOf(plan.zoneId) ?? '', address: b.address, port: b.port };
+    return port === undefined ? guard.connection(target, ip) : guard.datagram(target, ip, port, bytes);
   }
 
   private async unbind(rt: AppRuntime, b: Binding): Promise<void> {

@@ -41,7 +41,7 @@ function matches(rule: RuleForEdge, er: EdgeRequest): boolean {
 const CHALLENGES = new Set(['challenge', 'js_challenge', 'managed_challenge']);
 
 /** Answers a challenge unless the visitor already holds a clearance; returns true if answered. */
-function challenge(er: EdgeRequest, challenger: Challenger): boolean {
+export function challenge(er: EdgeRequest, challenger: Challenger): boolean {
   if (challenger.hasClearance(er.req, er.clientIp)) return false;
   if (er.res) challenger.sendInterstitial(er.res, er.rayId, er.host, er.req.url ?? '/');
   else er.upgrade?.socket.end(`HTTP/1.1 403 Forbidden\r\ncf-mitigated: challenge\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
