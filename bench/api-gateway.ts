@@ -9,14 +9,13 @@
  *   npm run bench -- api-gateway [--seconds 5] [--rounds 3] [--warmup 1] [--connections 16]
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import https from 'node:https';
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { int, ms, ratio, table } from './lib/format.ts';
+import { startOutpost } from './lib/outpost.ts';
 import { median, which } from './lib/host-load.ts';
 import { installCleanupHandlers, Interrupted, onCleanup, runCleanups, spawnNode, tempDir, throwIfInterrupted } from './lib/procs.ts';
 import { createCa, issueCertificate } from '../src/edge/tls/ca.ts';
@@ -24,7 +23,6 @@ import { TokenVerifier } from '../src/areas/api-gateway/tokens.ts';
 
 export const description = 'TLS edge req/s with JWT (RS256) + schema + GraphQL checks vs the gateway off, and vs nginx terminating TLS';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ORIGIN_IP = '127.0.33.1';
 const ON_ZONE = 'gwon.bench.test';
 const OFF_ZONE = 'gwoff.bench.test';
@@ -146,22 +144,12 @@ export async function main(argv: string[]): Promise<number> {
     writeFileSync(originFile, ORIGIN_SOURCE);
     await spawnNode('origin', [originFile], { cwd: dir.path, ready: /origin listening/ });
 
-    const apiToken = randomBytes(24).toString('hex');
-    const accountId = randomBytes(16).toString('hex');
-    const dataDir = join(dir.path, 'data');
-    const outpost = await spawnNode(
-      'outpost',
-      [join(ROOT, 'bin', 'outpost.js'), 'serve', '--api-port', '0', '--edge-port', '0', '--edge-tls-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dataDir],
-      { cwd: ROOT, env: { OUTPOST_API_TOKEN: apiToken, OUTPOST_ACCOUNT_ID: accountId, OUTPOST_LOG_LEVEL: 'warn', NODE_OPTIONS: '' }, ready: /edge \(proxied HTTPS[^)]*\)\s+https\s+(https:\/\/\S+)/, timeoutMs: 60_000 },
-    );
-    const tlsPort = Number(new URL(outpost.ready[1]).port);
-    const apiUrl = /management API\s+http\s+(http:\/\/\S+)/.exec(outpost.output())![1].replace(/\/$/, '');
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${apiUrl}${path}`, { method, headers: { authorization: `Bearer ${apiToken}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-      const parsed = (await res.json()) as { success: boolean; result: Record<string, unknown> & { id: string } };
-      if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
-      return parsed.result;
-    };
+    const outpost = await startOutpost(join(dir.path, 'data'), {
+      args: ['--edge-tls-port', '0'],
+      ready: /edge \(proxied HTTPS[^)]*\)\s+https\s+(https:\/\/\S+)/,
+    });
+    const { accountId, call, api: apiUrl } = outpost;
+    const tlsPort = Number(outpost.edge.port);
     const ca = await (await fetch(`${apiUrl}/edge/tls/ca_certificate`)).text();
 
     // Zone with the gateway on: token validation (RS256, block), a schema for the body, GraphQL limits.

@@ -8,12 +8,11 @@
  *
  *   npm run bench -- dispatch [--seconds 5] [--rounds 3] [--connections 32] [--customers 50]
  */
-import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { startOutpost } from './lib/outpost.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
 import { closedLoop, makeTarget } from './lib/load.ts';
@@ -21,7 +20,6 @@ import {
   installCleanupHandlers,
   Interrupted,
   runCleanups,
-  spawnNode,
   tempDir,
   throwIfInterrupted,
 } from './lib/procs.ts';
@@ -29,7 +27,6 @@ import {
 export const description =
   'edge → dispatcher → customer script vs the same script on its own route; PUT → first answer; many customers in rotation';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ZONE = 'dispatchbench.example';
 const ORIGIN_IP = '127.0.33.1';
 
@@ -106,51 +103,8 @@ export async function main(argv: string[]): Promise<number> {
   const log = (s: string) => process.stdout.write(`${s}\n`);
   try {
     const dir = tempDir('outpost-bench-dispatch-');
-    const token = randomBytes(24).toString('hex');
-    const accountId = randomBytes(16).toString('hex');
-    const env: Record<string, string> = {
-      OUTPOST_API_TOKEN: token,
-      OUTPOST_ACCOUNT_ID: accountId,
-      OUTPOST_LOG_LEVEL: 'warn',
-      NODE_OPTIONS: '',
-    };
-    const outpost = await spawnNode(
-      'outpost',
-      [
-        join(ROOT, 'bin', 'outpost.js'),
-        'serve',
-        '--api-port',
-        '0',
-        '--edge-port',
-        '0',
-        '--turn-port',
-        '0',
-        '--dns-port',
-        '0',
-        '--runtime-max-instances',
-        String(o.customers + o.fresh + 8),
-        '--data-dir',
-        join(dir.path, 'data'),
-      ],
-      { cwd: ROOT, env, ready: /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/, timeoutMs: 60_000 },
-    );
-    const edge = new URL(outpost.ready[1]);
-    const apiUrl = /management API\s+http\s+(http:\/\/\S+)/
-      .exec(outpost.output())![1]
-      .replace(/\/$/, '');
-    const call = async (method: string, path: string, body?: BodyInit, json = true) => {
-      const res = await fetch(`${apiUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          ...(json && body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        body,
-      });
-      const parsed = (await res.json()) as { success: boolean; result: { id: string } };
-      if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
-      return parsed.result;
-    };
+    const outpost = await startOutpost(join(dir.path, 'data'), { args: ['--runtime-max-instances', String(o.customers + o.fresh + 8)] });
+    const { edge, accountId, call } = outpost;
     const upload = (path: string, bindings: unknown[] = []) => {
       const form = new FormData();
       form.set(
@@ -163,7 +117,7 @@ export async function main(argv: string[]): Promise<number> {
         new Blob([source], { type: 'application/javascript+module' }),
         'index.js',
       );
-      return call('PUT', path, form, false);
+      return call('PUT', path, form);
     };
     const zone = await call(
       'POST',

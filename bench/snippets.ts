@@ -8,11 +8,10 @@
  *
  *   npm run bench -- snippets [--seconds 5] [--rounds 3] [--connections 32] [--uploads 5]
  */
-import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { startOutpost } from './lib/outpost.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
 import {
@@ -28,7 +27,6 @@ import {
 export const description =
   'edge req/s and p99 with a header-rewriting snippet vs the same zone without one; upload-to-live time';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ORIGIN_IP = '127.0.31.1';
 const ZONE = 'snipbench.example';
 const SNIPPET_HOST = `www.${ZONE}`;
@@ -116,49 +114,8 @@ export async function main(argv: string[]): Promise<number> {
     writeFileSync(originFile, ORIGIN_SOURCE);
     await spawnNode('origin', [originFile], { cwd: dir.path, ready: /origin listening/ });
 
-    const token = randomBytes(24).toString('hex');
-    const accountId = randomBytes(16).toString('hex');
-    const env: Record<string, string> = {
-      OUTPOST_API_TOKEN: token,
-      OUTPOST_ACCOUNT_ID: accountId,
-      OUTPOST_LOG_LEVEL: 'warn',
-      NODE_OPTIONS: '',
-    };
-    const outpost = await spawnNode(
-      'outpost',
-      [
-        join(ROOT, 'bin', 'outpost.js'),
-        'serve',
-        '--api-port',
-        '0',
-        '--edge-port',
-        '0',
-        '--turn-port',
-        '0',
-        '--dns-port',
-        '0',
-        '--data-dir',
-        join(dir.path, 'data'),
-      ],
-      { cwd: ROOT, env, ready: /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/, timeoutMs: 60_000 },
-    );
-    const edge = new URL(outpost.ready[1]);
-    const apiUrl = /management API\s+http\s+(http:\/\/\S+)/
-      .exec(outpost.output())![1]
-      .replace(/\/$/, '');
-    const call = async (method: string, path: string, body?: BodyInit, json = true) => {
-      const res = await fetch(`${apiUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          ...(json && body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        body,
-      });
-      const parsed = (await res.json()) as { success: boolean; result: { id: string } };
-      if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
-      return parsed.result;
-    };
+    const outpost = await startOutpost(join(dir.path, 'data'));
+    const { edge, accountId, call } = outpost;
     const zone = await call(
       'POST',
       '/zones',
@@ -178,7 +135,7 @@ export async function main(argv: string[]): Promise<number> {
         new Blob([snippetSource(version)], { type: 'application/javascript+module' }),
         'snippet.js',
       );
-      return call('PUT', `/zones/${zone.id}/snippets/rewrite`, form, false);
+      return call('PUT', `/zones/${zone.id}/snippets/rewrite`, form);
     };
     await upload('v0');
     await call(
@@ -206,7 +163,7 @@ export async function main(argv: string[]): Promise<number> {
       { label: 'no snippet', host: PLAIN_HOST },
       { label: 'header-rewriting snippet', host: SNIPPET_HOST },
     ];
-    const outpostCpu = () => cpuMsOfTree(outpost.proc.pid!) ?? NaN;
+    const outpostCpu = () => cpuMsOfTree(outpost.child.proc.pid!) ?? NaN;
     const measure = async (s: Side, seconds: number): Promise<Measured> => {
       const cpu0 = outpostCpu();
       const m = await loadHost(edge.href, s.host, seconds, o.connections);

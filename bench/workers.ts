@@ -7,11 +7,10 @@
  *
  *   npm run bench -- workers [--seconds 5] [--rounds 3] [--connections 32]
  */
-import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { startOutpost } from './lib/outpost.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
 import {
@@ -26,7 +25,6 @@ import {
 export const description =
   'edge req/s and p99 through a route whose script fetches the origin vs a route without a script';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ORIGIN_IP = '127.0.32.1';
 const ZONE = 'workersbench.example';
 const SCRIPT_HOST = `www.${ZONE}`;
@@ -112,49 +110,8 @@ export async function main(argv: string[]): Promise<number> {
     writeFileSync(originFile, ORIGIN_SOURCE);
     await spawnNode('origin', [originFile], { cwd: dir.path, ready: /origin listening/ });
 
-    const token = randomBytes(24).toString('hex');
-    const accountId = randomBytes(16).toString('hex');
-    const env: Record<string, string> = {
-      OUTPOST_API_TOKEN: token,
-      OUTPOST_ACCOUNT_ID: accountId,
-      OUTPOST_LOG_LEVEL: 'warn',
-      NODE_OPTIONS: '',
-    };
-    const outpost = await spawnNode(
-      'outpost',
-      [
-        join(ROOT, 'bin', 'outpost.js'),
-        'serve',
-        '--api-port',
-        '0',
-        '--edge-port',
-        '0',
-        '--turn-port',
-        '0',
-        '--dns-port',
-        '0',
-        '--data-dir',
-        join(dir.path, 'data'),
-      ],
-      { cwd: ROOT, env, ready: /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/, timeoutMs: 60_000 },
-    );
-    const edge = new URL(outpost.ready[1]);
-    const apiUrl = /management API\s+http\s+(http:\/\/\S+)/
-      .exec(outpost.output())![1]
-      .replace(/\/$/, '');
-    const call = async (method: string, path: string, body?: BodyInit, json = true) => {
-      const res = await fetch(`${apiUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          ...(json && body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        body,
-      });
-      const parsed = (await res.json()) as { success: boolean; result: { id: string } };
-      if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
-      return parsed.result;
-    };
+    const outpost = await startOutpost(join(dir.path, 'data'));
+    const { edge, accountId, call } = outpost;
     const zone = await call(
       'POST',
       '/zones',
@@ -172,7 +129,7 @@ export async function main(argv: string[]): Promise<number> {
       JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01' }),
     );
     form.set('index.js', new Blob([SCRIPT], { type: 'application/javascript+module' }), 'index.js');
-    await call('PUT', `/accounts/${accountId}/workers/scripts/bench`, form, false);
+    await call('PUT', `/accounts/${accountId}/workers/scripts/bench`, form);
     await call(
       'POST',
       `/zones/${zone.id}/workers/routes`,
