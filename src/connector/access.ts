@@ -12,6 +12,7 @@ import net, { type AddressInfo, type Socket } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { ACCESS_PATH, ACCESS_UPGRADE, H, joinHostPort } from './protocol.ts';
 import type { Log } from './run.ts';
+import { listenOn } from '../core/listen.ts';
 
 export interface AccessOptions {
   listenHost: string;
@@ -122,11 +123,7 @@ export class SocksProxy {
       });
     });
     this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.opts.listenPort, this.opts.listenHost, () => resolve());
-    });
-    return server.address() as AddressInfo;
+    return listenOn(server, this.opts.listenPort, this.opts.listenHost);
   }
 
   async close(): Promise<void> {

@@ -5,7 +5,6 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../core/config.ts';
@@ -27,6 +26,7 @@ import type {
   RequestEvent,
   Route,
 } from './types.ts';
+import { listenOn } from '../core/listen.ts';
 
 /** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
 const RAY_PREFIX = randomBytes(4).toString('hex');
@@ -156,11 +156,7 @@ export class EdgeServer {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     });
     this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => resolve());
-    });
-    return (server.address() as AddressInfo).port;
+    return (await listenOn(server, port, host)).port;
   }
 
   async close(): Promise<void> {

@@ -7,7 +7,6 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import type { Miniflare, WorkerOptions } from 'miniflare';
 import type { Logger } from '../core/log.ts';
 import {
@@ -42,6 +41,7 @@ import {
   rssBytes,
   schedNs,
 } from './proc.ts';
+import { listenOn } from '../core/listen.ts';
 
 export interface HostOptions {
   log: Logger;
@@ -400,11 +400,8 @@ class MiniflareScriptHost implements ScriptHost {
       });
     });
     inst.servers.push(server);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
-    return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { port } = await listenOn(server, 0, '127.0.0.1');
+    return `127.0.0.1:${port}`;
   }
 
   private workerOptions(name: string, opts: LoadOptions, nodeAddress: string): WorkerOptions {

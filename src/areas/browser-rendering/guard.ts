@@ -9,9 +9,9 @@
 import http from 'node:http';
 import net from 'node:net';
 import { lookup } from 'node:dns/promises';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.ts';
+import { listenOn } from '../../core/listen.ts';
 
 interface Cidr {
   family: 4 | 6;
@@ -132,12 +132,9 @@ export class GuardProxy {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
+    const { port } = await listenOn(server, 0, '127.0.0.1');
     this.server = server;
-    this.address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.address = `127.0.0.1:${port}`;
     return this.address;
   }
 

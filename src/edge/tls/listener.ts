@@ -13,13 +13,14 @@
  */
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import tls, { type SecureContext, type TLSSocket } from 'node:tls';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ZoneIndex } from '../../areas/dns/index.ts';
 import type { Logger } from '../../core/log.ts';
 import { LocalCa } from './ca.ts';
+import { listenOn } from '../../core/listen.ts';
 
 /** What the listener needs from the edge server. */
 export interface TlsEdgeTarget {
@@ -90,11 +91,7 @@ export class EdgeTlsListener {
     });
     server.on('tlsClientError', (err) => this.log.debug({ err: err.message }, 'edge TLS handshake failed'));
     this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => resolve());
-    });
-    return (server.address() as AddressInfo).port;
+    return (await listenOn(server, port, host)).port;
   }
 
   async close(): Promise<void> {
