@@ -4,47 +4,20 @@
  * customer script lands in the namespace with its vars and static assets, and a dispatcher
  * reaches both.
  */
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { deployScript } from '../workers/helpers.ts';
 import { createNamespace } from './helpers.ts';
+import { runWrangler, type WranglerRun } from '../../support/wrangler.ts';
 
-const WRANGLER = resolve('node_modules/wrangler/bin/wrangler.js');
 let t: TestServer;
 let work: string;
 
-function wrangler(cwd: string, args: string[]): Promise<{ code: number; out: string }> {
-  return new Promise((done) => {
-    const child = execFile(
-      process.execPath,
-      [WRANGLER, ...args],
-      {
-        cwd,
-        timeout: 180_000,
-        env: {
-          PATH: process.env.PATH,
-          HOME: join(work, 'home'),
-          CLOUDFLARE_API_BASE_URL: t.api,
-          CLOUDFLARE_API_TOKEN: t.token,
-          CLOUDFLARE_ACCOUNT_ID: t.accountId,
-          WRANGLER_SEND_METRICS: 'false',
-          // Its update check asks a package registry: point it at a closed loopback port.
-          npm_config_registry: 'http://127.0.0.1:9/',
-          CI: 'true',
-          NO_COLOR: '1',
-        },
-      },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        done({ code, out: `${stdout}\n${stderr}` });
-      },
-    );
-    child.stdin!.end();
-  });
+function wrangler(cwd: string, args: string[]): Promise<WranglerRun> {
+  return runWrangler(t, join(work, 'home'), cwd, args);
 }
 
 beforeAll(async () => {

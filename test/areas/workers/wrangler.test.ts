@@ -7,56 +7,23 @@
  * list/trigger/instances list/describe. The deployed code answers through the edge and reaches a
  * real origin. Independent commands run side by side to keep the file short.
  */
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
 import { echoHandler, startOrigin, type Origin } from '../../support/origins.ts';
 import { edgeGet, edgeUrlOf } from './helpers.ts';
+import { runWrangler, type WranglerRun } from '../../support/wrangler.ts';
 
-const WRANGLER = resolve('node_modules/wrangler/bin/wrangler.js');
 const ORIGIN = '127.0.72.1';
 let t: TestServer;
 let origin: Origin;
 let work: string;
 let edge: URL;
 
-interface Run {
-  code: number;
-  out: string;
-}
-
-function wrangler(cwd: string, args: string[], input?: string): Promise<Run> {
-  return new Promise((done) => {
-    const child = execFile(
-      process.execPath,
-      [WRANGLER, ...args],
-      {
-        cwd,
-        timeout: 180_000,
-        env: {
-          PATH: process.env.PATH,
-          HOME: join(work, 'home'),
-          CLOUDFLARE_API_BASE_URL: t.api,
-          CLOUDFLARE_API_TOKEN: t.token,
-          CLOUDFLARE_ACCOUNT_ID: t.accountId,
-          WRANGLER_SEND_METRICS: 'false',
-          // Its update check asks a package registry: point it at a closed loopback port.
-          npm_config_registry: 'http://127.0.0.1:9/',
-          CI: 'true',
-          NO_COLOR: '1',
-        },
-      },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        done({ code, out: `${stdout}\n${stderr}` });
-      },
-    );
-    if (input !== undefined) child.stdin!.end(input);
-    else child.stdin!.end();
-  });
+function wrangler(cwd: string, args: string[], input?: string): Promise<WranglerRun> {
+  return runWrangler(t, join(work, 'home'), cwd, args, input);
 }
 
 async function ok(cwd: string, args: string[], input?: string): Promise<string> {
