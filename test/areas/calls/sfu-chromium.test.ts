@@ -9,12 +9,11 @@
  * reach the forwarder only through Outpost's TURN server. Media does not touch storage: this runs
  * on the SQLite backend only.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchMediaChromium } from '../../support/chromium.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
@@ -22,19 +21,6 @@ import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
 const PYTHON = '/usr/bin/python3';
 const AIORTC_PUBLISHER = fileURLToPath(new URL('./peers/aiortc-publisher.py', import.meta.url));
 
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-];
 
 /** Shared page helpers: calls to the media host and waiting for `connected`. */
 const HELPERS = String.raw`
@@ -207,11 +193,9 @@ beforeAll(async () => {
     console.log(`skipping sfu-chromium: ${skipReason}`);
     return;
   }
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/test.sh does this)`);
   t = await startTestServer();
   app = await createApp(t);
-  profile = mkdtempSync(join(tmpdir(), 'outpost-sfu-chromium-'));
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, args: FLAGS, userDataDir: profile, headless: true });
+  ({ browser, profile } = await launchMediaChromium('outpost-sfu-chromium-'));
 }, 60_000);
 
 afterEach(async () => {

@@ -9,31 +9,17 @@
  * from `localhost` by a small loopback server and call Outpost on `127.0.0.1` (cross-origin, CORS
  * preflight included). Media does not touch storage: SQLite pass only.
  */
-import { readFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchMediaChromium } from '../../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
 import { createApp, stunUrl, type SfuApp } from './sfu-support.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const PAGES = fileURLToPath(new URL('./pages/', import.meta.url));
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--autoplay-policy=no-user-gesture-required',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-];
 
 /**
  * Runs before the page's own scripts: records every peer connection the page creates, and hands
@@ -109,7 +95,6 @@ async function poll<T>(page: Page, expr: string, ok: (v: T) => boolean, ms: numb
 
 describe.skipIf(sqlitePassOnly('the protocol-flow pages exercise media forwarding, which stores nothing'))('protocol-flow pages modelled on the platform\'s published client examples, against Outpost', () => {
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/test.sh does this)`);
     t = await startTestServer();
     app = await createApp(t);
     // Serves a page with its placeholders filled: the app, its secret, Outpost's API and STUN.
@@ -128,8 +113,7 @@ describe.skipIf(sqlitePassOnly('the protocol-flow pages exercise media forwardin
     });
     await new Promise<void>((r) => pageServer.listen(0, '127.0.0.1', r));
     pageOrigin = `http://localhost:${(pageServer.address() as { port: number }).port}`;
-    profile = mkdtempSync(join(tmpdir(), 'outpost-sfu-examples-'));
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: FLAGS, userDataDir: profile, headless: true });
+    ({ browser, profile } = await launchMediaChromium('outpost-sfu-examples-'));
   }, 60_000);
 
   afterAll(async () => {

@@ -5,28 +5,13 @@
  * relay pair on Outpost's relay address, inside its configured port range, over the TURN URL
  * the test kept (UDP in one case, TCP in the other).
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer, { type Browser } from 'puppeteer-core';
+import { existsSync, rmSync } from 'node:fs';
+import type { Browser } from 'puppeteer-core';
+import { CHROMIUM, launchMediaChromium } from '../../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const RELAY_PORTS: [number, number] = [52000, 52999];
-/** dependencies.md §3.3, plus the WebRTC flags. */
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--use-fake-device-for-media-stream',
-  '--use-fake-ui-for-media-stream',
-];
 
 interface IceServer {
   urls: string[];
@@ -147,14 +132,7 @@ beforeAll(async () => {
     .map((s) => ({ ...s, urls: s.urls.filter((u) => !/:53(\?|$)/.test(u)) }))
     .filter((s) => s.urls.length > 0);
 
-  profileDir = mkdtempSync(join(tmpdir(), 'outpost-chromium-'));
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: profileDir,
-    args: CHROMIUM_FLAGS,
-    timeout: 30_000,
-  });
+  ({ browser, profile: profileDir } = await launchMediaChromium('outpost-chromium-'));
 });
 
 afterAll(async () => {

@@ -6,32 +6,20 @@
  * participant's meeting live. Each lifecycle screen is captured and checked for its key elements.
  * Media and browsers do not touch storage: SQLite pass only.
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchMediaChromium } from '../../support/chromium.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
 import { addParticipant, createApp, createMeeting, type Fixture } from './support.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--autoplay-policy=no-user-gesture-required',
-  // Three pages are open at once and only one is in front: keep the others running at full speed.
+/** Three pages are open at once and only one is in front: keep the others running at full speed; screen share takes the whole (virtual) screen without a picker. */
+const EXTRA_FLAGS = [
   '--disable-background-timer-throttling',
   '--disable-renderer-backgrounding',
   '--disable-backgrounding-occluded-windows',
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-  // Screen share picks the whole (virtual) screen without a picker.
   '--auto-select-desktop-capture-source=Entire screen',
 ];
 
@@ -44,12 +32,10 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
   let shots: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/test.sh does this)`);
     t = await startTestServer({ meetingsKeepAliveCap: 0 });
     f = await createApp(t, 'page');
-    profile = mkdtempSync(join(tmpdir(), 'outpost-rtk-chromium-'));
     shots = mkdtempSync(join(tmpdir(), 'outpost-rtk-screens-'));
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, args: FLAGS, userDataDir: profile, headless: true });
+    ({ browser, profile } = await launchMediaChromium('outpost-rtk-chromium-', EXTRA_FLAGS));
   }, 60_000);
 
   afterAll(async () => {
