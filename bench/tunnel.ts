@@ -222,6 +222,8 @@ export async function main(argv: string[]): Promise<number> {
           OUTPOST_API_TOKEN: token,
           OUTPOST_ACCOUNT_ID: accountId,
           OUTPOST_LOG_LEVEL: 'warn',
+          // Benchmark load from one address is a flood to DDoS detection; bench/ddos measures its cost.
+          OUTPOST_DDOS_DETECTION: 'false',
         },
         ready: /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/,
       },
