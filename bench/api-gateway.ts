@@ -15,6 +15,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { int, ms, ratio, table } from './lib/format.ts';
+import { parseOrExit } from './lib/args.ts';
 import { startOutpost } from './lib/outpost.ts';
 import { median, which } from './lib/host-load.ts';
 import { installCleanupHandlers, Interrupted, onCleanup, runCleanups, spawnNode, tempDir, throwIfInterrupted } from './lib/procs.ts';
@@ -125,17 +126,8 @@ async function load(side: Side, token: string, seconds: number, connections: num
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parseOptions, USAGE);
+  if (typeof o === 'number') return o;
   installCleanupHandlers();
   const log = (s: string) => process.stdout.write(`${s}\n`);
   try {

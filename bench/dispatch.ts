@@ -12,6 +12,7 @@ import http from 'node:http';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { parseOrExit } from './lib/args.ts';
 import { startOutpost } from './lib/outpost.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
@@ -88,17 +89,8 @@ const DISPATCHER = `export default {
 `;
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parseOptions, USAGE);
+  if (typeof o === 'number') return o;
   installCleanupHandlers();
   const log = (s: string) => process.stdout.write(`${s}\n`);
   try {

@@ -19,7 +19,7 @@ import {
   RRType,
   type Message,
 } from '../src/areas/dns/wire.ts';
-import { intOption, UsageError } from './lib/args.ts';
+import { intOption, UsageError, parseOrExit } from './lib/args.ts';
 import { int, ratio, table } from './lib/format.ts';
 import { installCleanupHandlers, runCleanups, spawnNode, tempDir } from './lib/procs.ts';
 
@@ -393,18 +393,8 @@ function edgeCases(): string[][] {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parse(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`dns-qps: ${err.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parse, USAGE);
+  if (typeof o === 'number') return o;
   const opts = o;
   installCleanupHandlers();
   try {

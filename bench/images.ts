@@ -16,7 +16,7 @@ import sharp from 'sharp';
 import { loadConfig } from '../src/core/config.ts';
 import { createLogger } from '../src/core/log.ts';
 import { startServer } from '../src/server.ts';
-import { intOption, UsageError } from './lib/args.ts';
+import { intOption, UsageError, parseOrExit } from './lib/args.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 
 export const description = '2000×1333 JPEG → fit 500×500 q80, 16 concurrent: delivery vs raw sharp; cached path req/s';
@@ -116,17 +116,8 @@ function get(port: number, path: string, agent: http.Agent): Promise<boolean> {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parse(argv);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parse, USAGE);
+  if (typeof o === 'number') return o;
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-images-'));
   const token = 'bench-images-token-0123456789abcdef01234567';
   const config = loadConfig({}, {}, { apiPort: 0, edgePort: 0, dnsPort: 0, turnPort: 0, dataDir: dir, database: join(dir, 'outpost.db'), apiToken: token, logLevel: 'warn' });

@@ -25,7 +25,7 @@ import {
   tempDir,
   throwIfInterrupted,
 } from './lib/procs.ts';
-import { intOption, UsageError } from './lib/args.ts';
+import { intOption, UsageError, parseOrExit } from './lib/args.ts';
 
 export const description =
   'TCP throughput (iperf3) and new connections/s through a proxied TCP app: Outpost vs HAProxy mode tcp vs direct';
@@ -343,18 +343,8 @@ function report(sides: Side[]): string {
 // ---------------------------------------------------------------------------------------------
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseOptions(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`l4: ${err.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parseOptions, USAGE);
+  if (typeof o === 'number') return o;
   installCleanupHandlers();
   try {
     return await run(o);

@@ -10,6 +10,7 @@
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { parseOrExit } from './lib/args.ts';
 import { startOutpost } from './lib/outpost.ts';
 import { int, ms, ratio, table } from './lib/format.ts';
 import { getOnce, loadDescription, loadHost, median, type Measured } from './lib/host-load.ts';
@@ -91,17 +92,8 @@ interface Side {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parseOptions, USAGE);
+  if (typeof o === 'number') return o;
   installCleanupHandlers();
   const log = (s: string) => process.stdout.write(`${s}\n`);
   try {

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { int, ms, ratio, table } from './lib/format.ts';
+import { parseOrExit } from './lib/args.ts';
 import {
   installCleanupHandlers,
   Interrupted,
@@ -475,17 +476,8 @@ function percentile(xs: number[], p: number): number {
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const o = parseOrExit(argv, parseOptions, USAGE);
+  if (typeof o === 'number') return o;
   installCleanupHandlers();
   try {
     const collector = new Collector();

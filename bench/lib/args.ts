@@ -11,3 +11,22 @@ export function intOption(name: string, value: string | undefined, min: number, 
   }
   return n;
 }
+
+/**
+ * The start of every benchmark's `main`: parses `argv`; `--help` prints the usage, a bad option
+ * prints the message and the usage. Returns the options, or the exit code to return at once.
+ */
+export function parseOrExit<O extends object>(argv: string[], parse: (argv: string[]) => O | 'help', usage: string): O | number {
+  let o: O | 'help';
+  try {
+    o = parse(argv);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${usage}`);
+    return 2;
+  }
+  if (o === 'help') {
+    process.stdout.write(usage);
+    return 0;
+  }
+  return o;
+}
