@@ -102,6 +102,9 @@ export function mountDispatchRoutes(
     return doc.body;
   }
 
+  /** The customer script a route's `{account_id}/…/{namespace}/scripts/{script_name}` names. */
+  const scriptOf = (p: Record<string, string>) => requireScript(p.account_id, p.namespace, p.script_name);
+
   async function requireScript(accountId: string, nsName: string, name: string) {
     const ns = await requireNamespace(accountId, nsName);
     const doc = await dispatchScripts.get(db, scopeOf(accountId, ns.namespace_id), name);
@@ -484,11 +487,7 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) => {
-      const { doc } = await requireScript(
-        req.params.account_id,
-        req.params.namespace,
-        req.params.script_name,
-      );
+      const { doc } = await scriptOf(req.params);
       return {
         created_on: doc.body.created_on,
         modified_on: doc.body.modified_on,
@@ -561,7 +560,7 @@ export function mountDispatchRoutes(
     },
     async (req) =>
       bindingsView(
-        (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name))
+        (await scriptOf(req.params))
           .doc.body,
       ),
   );
@@ -578,7 +577,7 @@ export function mountDispatchRoutes(
     },
     async (req) =>
       settingsView(
-        (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name))
+        (await scriptOf(req.params))
           .doc.body,
       ),
   );
@@ -811,7 +810,7 @@ export function mountDispatchRoutes(
     },
     async (req) =>
       (
-        await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)
+        await scriptOf(req.params)
       ).doc.body.bindings
         .filter((b) => b.type === 'secret_text')
         .map(secretView),
@@ -828,11 +827,7 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) => {
-      const { doc } = await requireScript(
-        req.params.account_id,
-        req.params.namespace,
-        req.params.script_name,
-      );
+      const { doc } = await scriptOf(req.params);
       const b = doc.body.bindings.find(
         (x) => x.type === 'secret_text' && x.name === req.params.secret_name,
       );
@@ -893,7 +888,7 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) =>
-      (await requireScript(req.params.account_id, req.params.namespace, req.params.script_name)).doc
+      (await scriptOf(req.params)).doc
         .body.tags,
   );
 
