@@ -141,7 +141,7 @@ export async function main(argv: string[]): Promise<number> {
       ready: /edge \(proxied HTTPS[^)]*\)\s+https\s+(https:\/\/\S+)/,
     });
     const { accountId, call, api: apiUrl } = outpost;
-    const tlsPort = Number(outpost.edge.port);
+    const tlsPort = Number(new URL(outpost.child.ready[1]).port);
     const ca = await (await fetch(`${apiUrl}/edge/tls/ca_certificate`)).text();
 
     // Zone with the gateway on: token validation (RS256, block), a schema for the body, GraphQL limits.

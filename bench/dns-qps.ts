@@ -4,12 +4,10 @@
  * the `dns-packet` library on the same messages, with the edge cases where the two differ.
  * See bench/README.md ("dns-qps").
  */
-import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import dnsPacket from 'dns-packet';
 import {
   decodeMessage,
@@ -21,13 +19,12 @@ import {
 } from '../src/areas/dns/wire.ts';
 import { intOption, UsageError, parseOrExit } from './lib/args.ts';
 import { int, ratio, table } from './lib/format.ts';
-import { installCleanupHandlers, runCleanups, spawnNode, tempDir } from './lib/procs.ts';
+import { startOutpost } from './lib/outpost.ts';
+import { installCleanupHandlers, runCleanups, tempDir } from './lib/procs.ts';
 
 export const description =
   'DNS server queries/s over UDP from a Node load loop, and the wire codec beside dns-packet';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const OUTPOST_BIN = join(ROOT, 'bin', 'outpost.js');
 const ZONE = 'bench-dns.test';
 
 const USAGE = `usage: npm run bench -- dns-qps [options]
@@ -101,53 +98,10 @@ function query(id: number, name: string, type: number): Buffer {
   });
 }
 
-async function startOutpost(dataDir: string) {
-  const token = randomBytes(24).toString('hex');
-  const accountId = randomBytes(16).toString('hex');
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env))
-    if (!k.startsWith('OUTPOST_') && k !== 'NODE_OPTIONS' && v !== undefined) env[k] = v;
-  Object.assign(env, {
-    OUTPOST_API_TOKEN: token,
-    OUTPOST_ACCOUNT_ID: accountId,
-    OUTPOST_LOG_LEVEL: 'warn',
-  });
-  const child = await spawnNode(
-    'outpost',
-    [
-      OUTPOST_BIN,
-      'serve',
-      '--api-port',
-      '0',
-      '--edge-port',
-      '0',
-      '--dns-port',
-      '0',
-      '--turn-port',
-      '0',
-      '--data-dir',
-      dataDir,
-    ],
-    {
-      cwd: ROOT,
-      env,
-      ready:
-        /management API\s+http\s+(http:\/\/\S+?)\/client\/v4[\s\S]*authoritative DNS\s+udp\s+127\.0\.0\.1:(\d+)/,
-      timeoutMs: 60_000,
-    },
-  );
-  const api = `${child.ready[1]}/client/v4`;
-  const call = async (path: string, body: unknown) => {
-    const res = await fetch(`${api}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as { result: { id: string } };
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json.result;
-  };
-  const zone = await call('/zones', { name: ZONE, account: { id: accountId } });
+/** Outpost with a zone of a few records to query. */
+async function startZonedOutpost(dataDir: string) {
+  const { child, accountId, call } = await startOutpost(dataDir, { ready: /authoritative DNS\s+udp\s+127\.0\.0\.1:(\d+)/ });
+  const zone = await call('POST', '/zones', { name: ZONE, account: { id: accountId } });
   const records: Record<string, unknown>[] = [
     { type: 'A', name: 'www', content: '192.0.2.1', ttl: 300 },
     { type: 'A', name: 'www', content: '192.0.2.2', ttl: 300 },
@@ -156,8 +110,8 @@ async function startOutpost(dataDir: string) {
     { type: 'A', name: 'mail', content: '192.0.2.25', ttl: 300 },
     { type: 'TXT', name: 'txt', content: 'v=spf1 -all', ttl: 300 },
   ];
-  for (const r of records) await call(`/zones/${zone.id}/dns_records`, r);
-  return { child, port: Number(child.ready[2]) };
+  for (const r of records) await call('POST', `/zones/${zone.id}/dns_records`, r);
+  return { child, port: Number(child.ready[1]) };
 }
 
 interface LoadResult {
@@ -401,7 +355,7 @@ export async function main(argv: string[]): Promise<number> {
     const tmp = tempDir('outpost-bench-dns-');
     const loadAtStart = loadavg()[0];
     log(`dns-qps: starting Outpost (node ${process.version})…`);
-    const { child, port } = await startOutpost(join(tmp.path, 'data'));
+    const { child, port } = await startZonedOutpost(join(tmp.path, 'data'));
     const pid = child.proc.pid ?? 0;
     const results: LoadResult[] = [];
     for (let r = 1; r <= opts.rounds; r++) {

@@ -5,13 +5,11 @@
  * process. See bench/README.md ("relay") for the method.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   Attr,
   StunClass,
@@ -30,13 +28,13 @@ import {
   type OutgoingAttribute,
 } from '../src/areas/calls/stun.ts';
 import { int, ratio, table } from './lib/format.ts';
+import { startOutpost } from './lib/outpost.ts';
 import {
   abortSignal,
   installCleanupHandlers,
   Interrupted,
   onCleanup,
   runCleanups,
-  spawnNode,
   tempDir,
   throwIfInterrupted,
 } from './lib/procs.ts';
@@ -45,8 +43,6 @@ import { intOption, UsageError } from './lib/args.ts';
 export const description =
   'TURN relayed msgs/s, loss and allocations/s with turnutils_uclient: Outpost relay vs coturn (same shared secret)';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const OUTPOST_BIN = join(ROOT, 'bin', 'outpost.js');
 const UCLIENT = '/usr/bin/turnutils_uclient';
 const TURNSERVER = '/usr/bin/turnserver';
 const REALM = 'outpost.test';
@@ -332,58 +328,14 @@ interface Credential {
   secret: string;
 }
 
-async function startOutpost(dataDir: string): Promise<{ side: Side; cred: Credential }> {
-  const token = randomBytes(24).toString('hex');
-  const accountId = randomBytes(16).toString('hex');
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (!k.startsWith('OUTPOST_') && k !== 'NODE_OPTIONS' && v !== undefined) env[k] = v;
-  }
-  Object.assign(env, {
-    OUTPOST_API_TOKEN: token,
-    OUTPOST_ACCOUNT_ID: accountId,
-    OUTPOST_LOG_LEVEL: 'warn',
+async function startRelayOutpost(dataDir: string): Promise<{ side: Side; cred: Credential }> {
+  const { child, accountId, api, call } = await startOutpost(dataDir, {
+    args: ['--relay-allow-loopback', '--relay-quota', '1000000', '--relay-ports', OUTPOST_RELAY_PORTS],
+    ready: /TURN\/STUN relay\s+udp(?:\+tcp)?\s+127\.0\.0\.1:(\d+)/,
   });
-  const child = await spawnNode(
-    'outpost',
-    [
-      OUTPOST_BIN,
-      'serve',
-      '--api-port',
-      '0',
-      '--edge-port',
-      '0',
-      '--dns-port',
-      '0',
-      '--turn-port',
-      '0',
-      '--relay-allow-loopback',
-      '--relay-quota',
-      '1000000',
-      '--relay-ports',
-      OUTPOST_RELAY_PORTS,
-      '--data-dir',
-      dataDir,
-    ],
-    {
-      cwd: ROOT,
-      env,
-      ready:
-        /management API\s+http\s+(http:\/\/\S+?)\/client\/v4[\s\S]*TURN\/STUN relay\s+udp(?:\+tcp)?\s+127\.0\.0\.1:(\d+)/,
-      timeoutMs: 60_000,
-    },
-  );
-  const apiUrl = child.ready[1];
-  const port = Number(child.ready[2]);
-  const key = await fetch(`${apiUrl}/client/v4/accounts/${accountId}/calls/turn_keys`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench' }),
-  });
-  if (key.status !== 201)
-    throw new Error(`relay key create failed: ${key.status} ${await key.text()}`);
-  const { uid, key: secret } = ((await key.json()) as { result: { uid: string; key: string } })
-    .result;
+  const apiUrl = api.replace(/\/client\/v4$/, '');
+  const port = Number(child.ready[1]);
+  const { uid, key: secret } = await call<{ uid: string; key: string }>('POST', `/accounts/${accountId}/calls/turn_keys`, { name: 'bench' });
   const gen = await fetch(`${apiUrl}/v1/turn/keys/${uid}/credentials/generate`, {
     method: 'POST',
     headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
@@ -865,7 +817,7 @@ async function run(o: Options): Promise<number> {
   const tmp = tempDir('outpost-bench-relay-');
   const loadAtStart = loadavg()[0];
   log(`relay: starting Outpost (node ${process.version}) and coturn on 127.0.0.1…`);
-  const { side: outpost, cred } = await startOutpost(join(tmp.path, 'outpost-data'));
+  const { side: outpost, cred } = await startRelayOutpost(join(tmp.path, 'outpost-data'));
   // coturn gets the key's secret: the very credential minted by Outpost's API works on both.
   const coturn = await startCoturn(tmp.path, cred.secret, o.coturnThreads);
   const sides = [outpost, coturn];

@@ -16,7 +16,7 @@ export interface BenchOutpost {
   accountId: string;
   /** The management API base, `http://host:port/client/v4` without a trailing slash. */
   api: string;
-  /** The edge listener the `ready` pattern matched (plain HTTP unless the caller asked otherwise). */
+  /** The plain HTTP edge listener. */
   edge: URL;
   /**
    * Calls the management API with the token; a string body is sent as JSON, FormData as it is.
@@ -29,6 +29,7 @@ const PLAIN_EDGE = /edge \(proxied HTTP\)\s+http\s+(http:\/\/\S+)/;
 
 export async function startOutpost(
   dataDir: string,
+  /** `ready`: the listener-table line to wait for; its match is `child.ready`. */
   opts: { args?: string[]; nodeArgs?: string[]; ready?: RegExp } = {},
 ): Promise<BenchOutpost> {
   const token = randomBytes(24).toString('hex');
@@ -67,5 +68,5 @@ export async function startOutpost(
     if (!parsed.success) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
     return parsed.result;
   };
-  return { child, token, accountId, api, edge: new URL(child.ready[1]), call };
+  return { child, token, accountId, api, edge: new URL(PLAIN_EDGE.exec(child.output())![1]), call };
 }
