@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { TestServer } from '../../support/server.ts';
+import { putModule } from '../workers/helpers.ts';
 
 export const HELLO = (who: string) => `export default {
   async fetch(request, env) {
@@ -10,37 +11,8 @@ export const HELLO = (who: string) => `export default {
 };`;
 
 /** PUT of a customer script in the spec's form (JSON metadata part, module part). */
-export async function putCustomer(
-  t: TestServer,
-  ns: string,
-  name: string,
-  source: string,
-  metadata: Record<string, unknown> = {},
-) {
-  const form = new FormData();
-  form.append(
-    'metadata',
-    new Blob(
-      [JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01', ...metadata })],
-      {
-        type: 'application/json',
-      },
-    ),
-  );
-  form.append(
-    'index.js',
-    new Blob([source], { type: 'application/javascript+module' }),
-    'index.js',
-  );
-  const res = await fetch(
-    `${t.api}/accounts/${t.accountId}/workers/dispatch/namespaces/${ns}/scripts/${name}`,
-    {
-      method: 'PUT',
-      headers: { authorization: `Bearer ${t.token}` },
-      body: form,
-    },
-  );
-  return { status: res.status, body: (await res.json()) as any };
+export function putCustomer(t: TestServer, ns: string, name: string, source: string, metadata: Record<string, unknown> = {}) {
+  return putModule(t, `/workers/dispatch/namespaces/${ns}/scripts/${name}`, source, metadata);
 }
 
 export async function createNamespace(t: TestServer, name: string): Promise<void> {

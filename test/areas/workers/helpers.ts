@@ -43,28 +43,22 @@ export function edgeGet(
 }
 
 /** Uploads a module script in the JSON-metadata form; returns status and envelope. */
-export async function putScript(
+export function putScript(t: TestServer, name: string, source: string, metadata: Record<string, unknown> = {}) {
+  return putModule(t, `/workers/scripts/${name}`, source, metadata);
+}
+
+/** PUT of a module script in the spec's form (JSON metadata part, module part) to an account path. */
+export async function putModule(
   t: TestServer,
-  name: string,
+  accountPath: string,
   source: string,
   metadata: Record<string, unknown> = {},
 ) {
   const form = new FormData();
-  form.append(
-    'metadata',
-    new Blob(
-      [JSON.stringify({ main_module: 'index.js', compatibility_date: '2025-01-01', ...metadata })],
-      {
-        type: 'application/json',
-      },
-    ),
-  );
-  form.append(
-    'index.js',
-    new Blob([source], { type: 'application/javascript+module' }),
-    'index.js',
-  );
-  const res = await fetch(`${t.api}/accounts/${t.accountId}/workers/scripts/${name}`, {
+  const meta = { main_module: 'index.js', compatibility_date: '2025-01-01', ...metadata };
+  form.append('metadata', new Blob([JSON.stringify(meta)], { type: 'application/json' }));
+  form.append('index.js', new Blob([source], { type: 'application/javascript+module' }), 'index.js');
+  const res = await fetch(`${t.api}/accounts/${t.accountId}${accountPath}`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${t.token}` },
     body: form,
