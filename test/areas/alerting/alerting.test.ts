@@ -17,7 +17,7 @@ import { flood } from '../ddos/load.ts';
 
 const ORIGIN = '127.0.223.1';
 const HOST = 'www.alerts.test';
-const SERVER = { ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10, alertingRetryMs: 50, alertingMaxAttempts: 8 };
+const SERVER = { ddosDetection: true, ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10, alertingRetryMs: 50, alertingMaxAttempts: 8 };
 
 let t: TestServer;
 let cf: Cloudflare;

@@ -24,7 +24,7 @@ let tcpOrigin: EchoOrigin;
 const sockets: dgram.Socket[] = [];
 
 beforeAll(async () => {
-  t = await startTestServer({ ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
+  t = await startTestServer({ ddosDetection: true, ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
   cf = sdk(t);
   zone = await createZone(t, 'l4flood.test');
   udpOrigin = dgram.createSocket('udp4');

@@ -27,7 +27,7 @@ let origin: Origin;
 let zone: { id: string; name: string };
 
 beforeAll(async () => {
-  t = await startTestServer({ ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
+  t = await startTestServer({ ddosDetection: true, ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
   cf = sdk(t);
   edge = new URL(t.server.listeners.find((l) => l.name.startsWith('edge'))!.address);
   origin = await startOrigin(ORIGIN, (_req, res) => res.end('origin ok'));
