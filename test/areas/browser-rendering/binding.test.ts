@@ -2,8 +2,7 @@
  * A hosted script with a `browser` binding runs `@cloudflare/puppeteer` unchanged (bundled the
  * way a script build would): launch with keep_alive, pages (goto, title, evaluate, content,
  * screenshot, pdf, type, click), sessions/limits/history, reconnecting to the kept-alive session
- * from a later request (only with OUTPOST_TEST_BROWSER_RECONNECT=1: it stalls now and then), and
- * Browser.close ending it.
+ * from a later request, and Browser.close ending it.
  */
 import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
@@ -64,12 +63,7 @@ describe.skipIf(oneBackendOnly())('browser binding for scripts', () => {
     expect(info.history[0].sessionId).toBe(first.sessionId);
   }, 120_000);
 
-  // Known defect, seen on this machine in about half the runs (also on the code before this
-  // change): the reconnecting request stalls before its DevTools connection reaches Outpost, until
-  // the script's wall limit. Until it is found, the reconnect runs only when asked for.
-  const reconnect = process.env.OUTPOST_TEST_BROWSER_RECONNECT === '1';
-  if (!reconnect) console.log('browser binding: the reconnect test is skipped (known intermittent stall; set OUTPOST_TEST_BROWSER_RECONNECT=1 to run it)');
-  it.skipIf(!reconnect)('reconnects to the kept session from a later request, and Browser.close ends it', async () => {
+  it('reconnects to the kept session from a later request, and Browser.close ends it', async () => {
     const second = await invoke(`reconnect?session=${first.sessionId}&url=${encodeURIComponent(origin.url + '/form')}`);
     expect(second.greeting).toBe('Hello, Ada');
 

@@ -30,7 +30,10 @@ export default {
     if (op === 'reconnect') {
       const browser = await puppeteer.connect(env.MYBROWSER, u.searchParams.get('session'));
       const pages = await browser.pages();
-      const page = pages.find((p) => p.url().includes('/form')) ?? pages[0];
+      // The page the first request drove (the browser's own about:blank tab is hidden behind
+      // it, and a hidden page never reports an element visible, so a click there waits forever).
+      const page = pages.find((p) => p.url().startsWith('http')) ?? pages[0];
+      await page.bringToFront();
       await page.goto(u.searchParams.get('url'), { waitUntil: 'load' });
       await page.type('#name', 'Ada');
       await page.click('#go');
