@@ -14,6 +14,9 @@
  * (live.ts); media through this area's own media forwarder instance (calls/sfu). The client SDK is
  * served at `/realtime/kit/sdk.js` (types at `/realtime/kit/sdk.d.ts`) and a meeting page built on
  * it at `/realtime/kit/meeting?authToken=…`.
+ * A REST mute (or mute-all) is enforced at the forwarder: the peer's audio track is paused for
+ * every subscriber whatever its client does, until the peer unmutes itself (refused after
+ * mute-all without `allow_unmute`).
  * Aliases: kick `{user_ids}` (spec) or `{participant_ids, custom_participant_ids}` (official);
  * webhook events `session.started`/`session.ended` are stored as `meeting.started`/`meeting.ended`;
  * webhook `name` optional (defaults to the URL's host).
@@ -21,8 +24,7 @@
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet); recordings, livestreams, transcripts, summaries,
  * session chat/transcript downloads and analytics are not implemented (their routes answer 404);
- * a REST mute is applied by the client SDK and enforced for `mute-all` without `allow_unmute` (the
- * server then refuses to re-enable audio), not by dropping RTP; 401/403 answers of the router keep
+ * 401/403 answers of the router keep
  * the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
  */
 import { readFileSync } from 'node:fs';

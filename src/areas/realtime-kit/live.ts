@@ -60,6 +60,8 @@ interface Peer {
   joinedAt?: string;
   /** Set by mute-all without allow_unmute: the server refuses to turn audio back on. */
   audioLocked: boolean;
+  /** Muted by a host: the forwarder holds this peer's audio back until the peer unmutes itself. */
+  audioHeld: boolean;
 }
 
 export interface Poll {
@@ -216,6 +218,7 @@ export class Live {
       state: 'connected',
       sfu: new Map(),
       audioLocked: false,
+      audioHeld: false,
     };
     room.peers.set(peer.info.id, peer);
     this.send(peer, { t: 'hello', self: peer.info, permissions, meta: { meetingId: meeting.id, meetingTitle: meeting.title ?? '' }, plugins: PLUGINS, limits: { chatText: MAX_CHAT_TEXT, chatImage: MAX_CHAT_IMAGE } });
@@ -568,6 +571,8 @@ export class Live {
           const res = r.tracks[i];
           if (res && !res.errorCode) peer.info.tracks[(t as { kind: string }).kind] = { sessionId: s.id, trackName: String(res.trackName) };
         }
+        // A peer a host muted stays muted when it publishes again.
+        if (peer.audioHeld) this.holdAudio(peer, true);
         this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
         return r;
       }
@@ -612,7 +617,15 @@ export class Live {
       if (typeof v !== 'boolean') throw new ClientError('invalid', `${field} must be a boolean`);
       if (v && peer.permissions.media?.[kind]?.can_produce !== 'ALLOWED') throw new ClientError('forbidden', `this preset may not produce ${kind}`);
       if (v && kind === 'audio' && peer.audioLocked) throw new ClientError('forbidden', 'a host muted everyone and does not allow unmuting');
-      peer.info[field] = v;
+    }
+    for (const field of ['audioEnabled', 'videoEnabled', 'screenShareEnabled'] as const) {
+      const v = msg[field];
+      if (typeof v === 'boolean') peer.info[field] = v;
+    }
+    // Unmuting oneself (allowed unless locked, checked above) lifts a host's hold.
+    if (msg.audioEnabled === true && peer.audioHeld) {
+      peer.audioHeld = false;
+      this.holdAudio(peer, false);
     }
     this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
     return peer.info;
@@ -756,10 +769,19 @@ export class Live {
     for (const p of targets) {
       p.info.audioEnabled = false;
       p.audioLocked = !allowUnmute;
+      p.audioHeld = true;
+      this.holdAudio(p, true);
       this.send(p, { t: 'muted', allowUnmute });
       this.broadcast(room, { t: 'peerUpdate', peer: p.info }, p);
     }
     return targets.map((p) => this.kickedView(p));
+  }
+
+  /** Pauses or resumes the peer's published audio at the forwarder (a host's mute, enforced for every subscriber). */
+  private holdAudio(peer: Peer, held: boolean): void {
+    const track = peer.info.tracks.audio;
+    const session = track ? peer.sfu.get(track.sessionId) : undefined;
+    if (track && session) this.opts.forwarder.pauseTrack(session, track.trackName, held);
   }
 
   /** A participant's name or preset changed: live peers see the new name. */
