@@ -20,8 +20,9 @@ import { uuid } from '../../core/ids.ts';
 import { Forwarder, SfuError, checkSdp, type Session as SfuSession, type TrackItem } from '../calls/sfu/index.ts';
 import { verifyToken, type SigningKey } from './keys.ts';
 import type { Permissions } from './presets.ts';
-import { apps, meetings, participants, presets, sessionPeers, sessions, type Meeting, type Participant, type SessionRecord } from './store.ts';
+import { apps, meetings, participants, presets, sessionChats, sessionPeers, sessions, type SessionChat, type Meeting, type Participant, type SessionRecord } from './store.ts';
 import type { Deliveries } from './webhooks.ts';
+import { chatLink, chatToStore, originOf } from './chat-sync.ts';
 
 export const SOCKET_PATH = '/realtime/kit/socket';
 /** Longest chat text, characters. */
@@ -95,6 +96,8 @@ interface Room {
   plugins: Map<string, { active: boolean; events: unknown[] }>;
   /** Participants admitted once, for `SKIP_ON_ACCEPT` waiting rooms. */
   admitted: Set<string>;
+  /** Origin the peers reached the API at (Host of their upgrade), for chat download links. */
+  origin?: string;
   endTimer?: NodeJS.Timeout;
   queue: Promise<unknown>;
 }
@@ -172,7 +175,8 @@ export class Live {
     this.admit(token)
       .then((found) => {
         if (!found.ok) return refuse(found.status, found.status === 401 ? 'Unauthorized' : found.status === 404 ? 'Not Found' : 'Forbidden', found.reason);
-        this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws, found.meeting, found.participant, found.permissions));
+        const origin = originOf(req.headers.host);
+        this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws, found.meeting, found.participant, found.permissions, origin));
       })
       .catch((err: unknown) => {
         this.log.warn({ err }, 'meeting join failed');
@@ -196,8 +200,9 @@ export class Live {
     return { ok: true, meeting: meeting.body, participant: participant.body, permissions: preset.body.permissions };
   }
 
-  private connected(ws: WebSocket, meeting: Meeting, participant: Participant, permissions: Permissions): void {
+  private connected(ws: WebSocket, meeting: Meeting, participant: Participant, permissions: Permissions, origin: string | undefined): void {
     const room = this.room(meeting.id, meeting.app_id);
+    if (origin) room.origin = origin;
     const peer: Peer = {
       info: {
         id: uuid(),
@@ -511,7 +516,23 @@ export class Live {
       meeting: meeting ? await this.meetingPayload(room, meeting.body) : { id: room.meetingId, sessionId: s.id },
       reason,
     });
+    if (room.chat.length > 0) await this.syncChat(room, s, meeting?.body);
     this.dropIfEmpty(room);
+  }
+
+  /** Writes the ended session's chat to storage and queues `meeting.chatSynced` with a download link. */
+  private async syncChat(room: Room, s: SessionRecord, meeting: Meeting | undefined): Promise<void> {
+    const at = this.now();
+    const { config } = this.opts.ctx;
+    const origin = room.origin ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.apiPort}`;
+    const chat: SessionChat = { session_id: s.id, meeting_id: room.meetingId, app_id: room.appId, origin, messages: chatToStore(room.chat), synced_at: at.toISOString() };
+    await sessionChats.insert(this.db, room.appId, s.id, chat, at);
+    const link = chatLink(this.opts.key(), origin, room.appId, s.id, at);
+    await this.opts.deliveries.enqueue(room.appId, 'meeting.chatSynced', {
+      meeting: meeting ? await this.meetingPayload(room, meeting) : { id: room.meetingId, sessionId: s.id },
+      chatDownloadUrl: link.url,
+      chatDownloadUrlExpiry: link.expiry,
+    });
   }
 
   private async meetingPayload(room: Room, meeting: Meeting): Promise<Record<string, unknown>> {
