@@ -85,6 +85,19 @@ describe.skipIf(sqlitePassOnly('the mute test drives media and browsers, not sto
     const listener = await join(listenerP.token, false);
     const speaker = await join(speakerP.token, true);
 
+    // Spec events, each checked to fire after the state it reports has changed.
+    await speaker.evaluate(() => {
+      const m = (window as any).meeting;
+      (window as any).seen = [];
+      m.self.on('audioUpdate', (e: any) => (window as any).seen.push(['audioUpdate', e.audioEnabled, m.self.audioEnabled]));
+      m.self.on('deviceUpdate', (e: any) => (window as any).seen.push(['deviceUpdate', e.device.kind]));
+    });
+    await listener.evaluate(() => {
+      const m = (window as any).meeting;
+      (window as any).seen = [];
+      m.chat.on('chatUpdate', (e: any) => (window as any).seen.push(['chatUpdate', e.message.message, m.chat.messages.includes(e.message)]));
+      m.participants.joined.on('participantLeft', (p: any) => (window as any).seen.push(['participantLeft', p.userId, m.participants.joined.has(p.id)]));
+    });
     await until(async () => (await inbound(listener)).received > 25, 20_000, 'the listener to receive the speaker audio');
     const before = await window_(listener, speaker, 1000);
     expect(before.received).toBeGreaterThan(20);
@@ -117,6 +130,26 @@ describe.skipIf(sqlitePassOnly('the mute test drives media and browsers, not sto
     await sleep(300);
     const locked = await window_(listener, speaker, 1500);
     expect(locked.received).toBe(0);
+
+    // Switching the microphone while held keeps it held (the new track is the same published one).
+    await speaker.evaluate(async () => {
+      const m = (window as any).meeting;
+      await m.self.setDevice((await m.self.getAudioDevices())[0]);
+      await m.chat.sendTextMessage('still here');
+    });
+    expect((await window_(listener, speaker, 1000)).received).toBe(0);
+    expect(await speaker.evaluate(() => (window as any).seen)).toEqual([
+      ['audioUpdate', false, false],
+      ['audioUpdate', true, true],
+      ['audioUpdate', false, false],
+      ['deviceUpdate', 'audioinput'],
+    ]);
+    await speaker.evaluate(() => (window as any).meeting.leave());
+    await listener.waitForFunction(() => (window as any).seen.length === 2, { timeout: 5000 });
+    expect(await listener.evaluate(() => (window as any).seen)).toEqual([
+      ['chatUpdate', 'still here', true],
+      ['participantLeft', speakerP.id, false],
+    ]);
 
     await Promise.all([listener.close(), speaker.close()]);
   }, 90_000);
