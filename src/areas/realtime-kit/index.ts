@@ -14,16 +14,21 @@
  * (live.ts); media through this area's own media forwarder instance (calls/sfu). The client SDK is
  * served at `/realtime/kit/sdk.js` (types at `/realtime/kit/sdk.d.ts`) and a meeting page built on
  * it at `/realtime/kit/meeting?authToken=…`.
+ * Chat export (chat-sync.ts): a session that had chat messages stores its chat when it ends and
+ * queues `meeting.chatSynced` with a signed CSV download link; `…/sessions/{id}/chat` answers a
+ * fresh link.
+ * A REST mute (or mute-all) is enforced at the forwarder: the peer's audio track is paused for
+ * every subscriber whatever its client does, until the peer unmutes itself (refused after
+ * mute-all without `allow_unmute`).
  * Aliases: kick `{user_ids}` (spec) or `{participant_ids, custom_participant_ids}` (official);
  * webhook events `session.started`/`session.ended` are stored as `meeting.started`/`meeting.ended`;
  * webhook `name` optional (defaults to the URL's host).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
- * LIVE in storage (right for one node restarting, wrong for a fleet); recordings, livestreams, transcripts, summaries,
- * session chat/transcript downloads and analytics are not implemented (their routes answer 404);
- * a REST mute is applied by the client SDK and enforced for `mute-all` without `allow_unmute` (the
- * server then refuses to re-enable audio), not by dropping RTP; 401/403 answers of the router keep
- * the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
+ * LIVE in storage (right for one node restarting, wrong for a fleet; the chat of such a session
+ * is lost, no `meeting.chatSynced`); recordings, livestreams, transcripts, summaries, session
+ * transcript downloads and analytics are not implemented (their routes answer 404); 401/403
+ * answers of the router keep the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
  */
 import { readFileSync } from 'node:fs';
 import { defineArea, type AreaContext } from '../../core/area.ts';
@@ -32,6 +37,7 @@ import { Forwarder } from '../calls/sfu/index.ts';
 import { loadSigningKey, type SigningKey } from './keys.ts';
 import { Live, SOCKET_PATH } from './live.ts';
 import { mountRoutes } from './routes.ts';
+import { mountChatRoutes } from './chat-sync.ts';
 import { Deliveries } from './webhooks.ts';
 import { PERMISSION } from './http.ts';
 import { isIP } from 'node:net';
@@ -82,6 +88,7 @@ export default defineArea({
     const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountClient(ctx);
+    mountChatRoutes(ctx, { key: getKey });
     ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => live.handleUpgrade(req, socket, head));
 
     return {

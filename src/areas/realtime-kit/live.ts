@@ -20,8 +20,9 @@ import { uuid } from '../../core/ids.ts';
 import { Forwarder, SfuError, checkSdp, type Session as SfuSession, type TrackItem } from '../calls/sfu/index.ts';
 import { verifyToken, type SigningKey } from './keys.ts';
 import type { Permissions } from './presets.ts';
-import { apps, meetings, participants, presets, sessionPeers, sessions, type Meeting, type Participant, type SessionRecord } from './store.ts';
+import { apps, meetings, participants, presets, sessionChats, sessionPeers, sessions, type SessionChat, type Meeting, type Participant, type SessionRecord } from './store.ts';
 import type { Deliveries } from './webhooks.ts';
+import { chatLink, chatToStore, originOf } from './chat-sync.ts';
 
 export const SOCKET_PATH = '/realtime/kit/socket';
 /** Longest chat text, characters. */
@@ -60,6 +61,8 @@ interface Peer {
   joinedAt?: string;
   /** Set by mute-all without allow_unmute: the server refuses to turn audio back on. */
   audioLocked: boolean;
+  /** Muted by a host: the forwarder holds this peer's audio back until the peer unmutes itself. */
+  audioHeld: boolean;
 }
 
 export interface Poll {
@@ -93,6 +96,8 @@ interface Room {
   plugins: Map<string, { active: boolean; events: unknown[] }>;
   /** Participants admitted once, for `SKIP_ON_ACCEPT` waiting rooms. */
   admitted: Set<string>;
+  /** Origin the peers reached the API at (Host of their upgrade), for chat download links. */
+  origin?: string;
   endTimer?: NodeJS.Timeout;
   queue: Promise<unknown>;
 }
@@ -170,7 +175,8 @@ export class Live {
     this.admit(token)
       .then((found) => {
         if (!found.ok) return refuse(found.status, found.status === 401 ? 'Unauthorized' : found.status === 404 ? 'Not Found' : 'Forbidden', found.reason);
-        this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws, found.meeting, found.participant, found.permissions));
+        const origin = originOf(req.headers.host);
+        this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws, found.meeting, found.participant, found.permissions, origin));
       })
       .catch((err: unknown) => {
         this.log.warn({ err }, 'meeting join failed');
@@ -194,8 +200,9 @@ export class Live {
     return { ok: true, meeting: meeting.body, participant: participant.body, permissions: preset.body.permissions };
   }
 
-  private connected(ws: WebSocket, meeting: Meeting, participant: Participant, permissions: Permissions): void {
+  private connected(ws: WebSocket, meeting: Meeting, participant: Participant, permissions: Permissions, origin: string | undefined): void {
     const room = this.room(meeting.id, meeting.app_id);
+    if (origin) room.origin = origin;
     const peer: Peer = {
       info: {
         id: uuid(),
@@ -216,6 +223,7 @@ export class Live {
       state: 'connected',
       sfu: new Map(),
       audioLocked: false,
+      audioHeld: false,
     };
     room.peers.set(peer.info.id, peer);
     this.send(peer, { t: 'hello', self: peer.info, permissions, meta: { meetingId: meeting.id, meetingTitle: meeting.title ?? '' }, plugins: PLUGINS, limits: { chatText: MAX_CHAT_TEXT, chatImage: MAX_CHAT_IMAGE } });
@@ -508,7 +516,23 @@ export class Live {
       meeting: meeting ? await this.meetingPayload(room, meeting.body) : { id: room.meetingId, sessionId: s.id },
       reason,
     });
+    if (room.chat.length > 0) await this.syncChat(room, s, meeting?.body);
     this.dropIfEmpty(room);
+  }
+
+  /** Writes the ended session's chat to storage and queues `meeting.chatSynced` with a download link. */
+  private async syncChat(room: Room, s: SessionRecord, meeting: Meeting | undefined): Promise<void> {
+    const at = this.now();
+    const { config } = this.opts.ctx;
+    const origin = room.origin ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.apiPort}`;
+    const chat: SessionChat = { session_id: s.id, meeting_id: room.meetingId, app_id: room.appId, origin, messages: chatToStore(room.chat), synced_at: at.toISOString() };
+    await sessionChats.insert(this.db, room.appId, s.id, chat, at);
+    const link = chatLink(this.opts.key(), origin, room.appId, s.id, at);
+    await this.opts.deliveries.enqueue(room.appId, 'meeting.chatSynced', {
+      meeting: meeting ? await this.meetingPayload(room, meeting) : { id: room.meetingId, sessionId: s.id },
+      chatDownloadUrl: link.url,
+      chatDownloadUrlExpiry: link.expiry,
+    });
   }
 
   private async meetingPayload(room: Room, meeting: Meeting): Promise<Record<string, unknown>> {
@@ -568,6 +592,8 @@ export class Live {
           const res = r.tracks[i];
           if (res && !res.errorCode) peer.info.tracks[(t as { kind: string }).kind] = { sessionId: s.id, trackName: String(res.trackName) };
         }
+        // A peer a host muted stays muted when it publishes again.
+        if (peer.audioHeld) this.holdAudio(peer, true);
         this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
         return r;
       }
@@ -612,7 +638,15 @@ export class Live {
       if (typeof v !== 'boolean') throw new ClientError('invalid', `${field} must be a boolean`);
       if (v && peer.permissions.media?.[kind]?.can_produce !== 'ALLOWED') throw new ClientError('forbidden', `this preset may not produce ${kind}`);
       if (v && kind === 'audio' && peer.audioLocked) throw new ClientError('forbidden', 'a host muted everyone and does not allow unmuting');
-      peer.info[field] = v;
+    }
+    for (const field of ['audioEnabled', 'videoEnabled', 'screenShareEnabled'] as const) {
+      const v = msg[field];
+      if (typeof v === 'boolean') peer.info[field] = v;
+    }
+    // Unmuting oneself (allowed unless locked, checked above) lifts a host's hold.
+    if (msg.audioEnabled === true && peer.audioHeld) {
+      peer.audioHeld = false;
+      this.holdAudio(peer, false);
     }
     this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
     return peer.info;
@@ -756,10 +790,19 @@ export class Live {
     for (const p of targets) {
       p.info.audioEnabled = false;
       p.audioLocked = !allowUnmute;
+      p.audioHeld = true;
+      this.holdAudio(p, true);
       this.send(p, { t: 'muted', allowUnmute });
       this.broadcast(room, { t: 'peerUpdate', peer: p.info }, p);
     }
     return targets.map((p) => this.kickedView(p));
+  }
+
+  /** Pauses or resumes the peer's published audio at the forwarder (a host's mute, enforced for every subscriber). */
+  private holdAudio(peer: Peer, held: boolean): void {
+    const track = peer.info.tracks.audio;
+    const session = track ? peer.sfu.get(track.sessionId) : undefined;
+    if (track && session) this.opts.forwarder.pauseTrack(session, track.trackName, held);
   }
 
   /** A participant's name or preset changed: live peers see the new name. */

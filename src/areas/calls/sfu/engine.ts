@@ -73,6 +73,8 @@ interface Published {
   session: Session;
   transceiver: RTCRtpTransceiver;
   status: 'active' | 'inactive';
+  /** Held back from every subscriber (a host muted the publisher); packets are still received. */
+  paused: boolean;
   subscribers: Set<Pulled>;
   /** Publisher tracks (one per simulcast layer) already feeding subscribers. */
   attached: WeakSet<MediaStreamTrack>;
@@ -415,6 +417,7 @@ export class Forwarder {
       session: s,
       transceiver: t,
       status: 'active',
+      paused: false,
       subscribers: new Set(),
       attached: new WeakSet(),
       lastPacketAt: Date.now(),
@@ -519,7 +522,7 @@ export class Forwarder {
       pub.lastRembAt = now;
       this.sendRemb(pub, rtp.header.ssrc);
     }
-    if (pub.status !== 'active' || pub.subscribers.size === 0) return;
+    if (pub.status !== 'active' || pub.paused || pub.subscribers.size === 0) return;
     // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
     // abs-send-time, transport-cc); the publisher's ids would mean other things on its side.
     rtp.header.extensions = [];
@@ -547,6 +550,30 @@ export class Forwarder {
       sub.out.rewrite(pkt, vp8, now);
       sub.transceiver.sender.sendRtp(pkt).catch(() => undefined);
     }
+  }
+
+  /**
+   * Stops (or resumes) forwarding a published track to all its subscribers while the publisher
+   * keeps sending — how a host's mute is enforced, whatever the publishing client does. On resume
+   * each subscriber's numbering continues from its last packet (the pause is not seen as loss)
+   * and a video track is asked for a keyframe. False when the session publishes no such track.
+   */
+  pauseTrack(s: Session, trackName: string, paused: boolean): boolean {
+    const pub = s.published.get(trackName);
+    if (!pub || pub.status !== 'active') return false;
+    if (pub.paused === paused) return true;
+    pub.paused = paused;
+    if (!paused) {
+      for (const sub of pub.subscribers) sub.out.restart();
+      this.requestKeyframe(pub);
+    }
+    this.opts.log('debug', paused ? 'sfu track paused' : 'sfu track resumed', { session: s.id, trackName });
+    return true;
+  }
+
+  /** Whether a published track is held back by `pauseTrack`. */
+  isPaused(s: Session, trackName: string): boolean {
+    return s.published.get(trackName)?.paused === true;
   }
 
   private sendRemb(pub: Published, ssrc: number): void {

@@ -101,6 +101,14 @@ export class OutputStream {
   }
 
   /**
+   * The next packet starts a new stretch (after a pause): it follows the last packet sent in
+   * sequence, its timestamp advanced by the wall time between them.
+   */
+  restart(): void {
+    this.source = undefined;
+  }
+
+  /**
    * Rewrites `rtp` (a copy owned by this subscriber) into the output numbering. The first packet
    * of a new source stream fixes the offsets so it follows the last packet sent.
    */
