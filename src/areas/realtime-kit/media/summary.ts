@@ -69,7 +69,7 @@ export function extractiveSummary(info: { title: string; startedAt: string; ende
     // Very short sentences carry little; the mean favours dense ones, the log favours longer ones.
     s.score = ws.length === 0 ? 0 : (ws.reduce((n, w) => n + (freq.get(w) ?? 0) / top, 0) / ws.length) * Math.log2(1 + ws.length);
   }
-  const keep = Math.min(MAX_SENTENCES, Math.max(1, Math.ceil(sentences.length * 0.3)));
+  const keep = Math.min(MAX_SENTENCES, Math.max(3, Math.ceil(sentences.length * 0.3)));
   const chosen = [...sentences].sort((a, b) => b.score - a.score || a.i - b.i).slice(0, keep).sort((a, b) => a.i - b.i);
   const minutes = info.endedAt ? Math.round((Date.parse(info.endedAt) - Date.parse(info.startedAt)) / 600) / 100 : undefined;
   const keywords = [...freq.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 8).map(([w]) => w);

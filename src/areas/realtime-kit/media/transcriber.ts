@@ -21,12 +21,15 @@ const FRAME_MS = 20;
 /** Frames above the threshold that open an utterance, frames of quiet that close it. */
 const START_FRAMES = 3;
 const HANGOVER_FRAMES = 35;
+/** How long the detector waits in quiet before it closes an utterance, ms. */
+export const HANGOVER_MS = HANGOVER_FRAMES * FRAME_MS;
 const PREROLL_FRAMES = 15;
 const MAX_UTTERANCE_FRAMES = 20_000 / FRAME_MS;
 const MIN_SPEECH_FRAMES = 10;
 /** Speech is this many dB above the noise floor, and never quieter than ABS_MIN_DB. */
 const SNR_DB = 12;
 const ABS_MIN_DB = -50;
+const FLOOR_FRAMES = 150;
 const MODEL_DIR = '/usr/share/pocketsphinx/model/en-us';
 /** Decodes at once across the process: the recogniser is CPU-bound. */
 const MAX_DECODES = 2;
@@ -109,9 +112,14 @@ export class OggOpusWriter {
     return Buffer.concat([this.page(head, 0x02), this.page(tags, 0)]);
   }
 
-  /** One packet per page: the decoder sees each packet as soon as it arrives. */
-  packet(p: Buffer): Buffer {
-    this.granule += BigInt(opusSamples(p));
+  /**
+   * One packet per page: the decoder sees each packet as soon as it arrives. `at48k` is the
+   * packet's RTP time relative to the first one, so gaps the sender left out (discontinuous
+   * transmission, loss) keep their length and the decoder side fills them with silence.
+   */
+  packet(p: Buffer, at48k?: number): Buffer {
+    const end = BigInt(opusSamples(p)) + (at48k === undefined ? this.granule : BigInt(at48k));
+    this.granule = end > this.granule ? end : this.granule;
     return this.page(p, 0);
   }
 }
@@ -132,6 +140,7 @@ export class Segmenter {
   private carry = Buffer.alloc(0);
   private frameNo = 0;
   private floorDb = -70;
+  private readonly history: number[] = [];
   private loud = 0;
   private quiet = 0;
   private speechFrames = 0;
@@ -157,9 +166,12 @@ export class Segmenter {
       sum += s * s;
     }
     const db = 10 * Math.log10(sum / FRAME + 1e-10);
+    // The noise floor is the quietest frame of the last FLOOR_FRAMES (minimum statistics): steady
+    // background noise raises it, speech (which has pauses) does not.
+    this.history.push(db);
+    if (this.history.length > FLOOR_FRAMES) this.history.shift();
+    this.floorDb = Math.min(...this.history);
     const speech = db > Math.max(ABS_MIN_DB, this.floorDb + SNR_DB);
-    // The floor follows quiet frames quickly and loud ones slowly, so speech does not raise it.
-    if (!speech) this.floorDb += (db - this.floorDb) * (db < this.floorDb ? 0.3 : 0.05);
     const copy = Buffer.from(f);
     this.frameNo++;
     if (!this.current) {
@@ -278,7 +290,8 @@ export class StreamTranscriber {
   }
 
   private start(): ChildProcessWithoutNullStreams {
-    const p = spawn('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-probesize', '32', '-analyzeduration', '0', '-f', 'ogg', '-i', 'pipe:0', '-ac', '1', '-ar', String(SAMPLE_RATE), '-f', 's16le', '-flush_packets', '1', 'pipe:1']);
+    // aresample async: gaps between packet times become silence, so PCM time stays RTP time.
+    const p = spawn('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-probesize', '32', '-analyzeduration', '0', '-f', 'ogg', '-i', 'pipe:0', '-af', 'aresample=async=1:first_pts=0', '-ac', '1', '-ar', String(SAMPLE_RATE), '-f', 's16le', '-flush_packets', '1', 'pipe:1']);
     p.stdout.on('data', (d: Buffer) => this.segmenter.push(d));
     p.stdin.on('error', () => undefined);
     let err = '';
@@ -292,13 +305,19 @@ export class StreamTranscriber {
     return p;
   }
 
-  push(payload: Buffer): void {
+  private firstTs = 0;
+
+  /** One RTP payload with its RTP timestamp (48 kHz for Opus). */
+  push(payload: Buffer, rtpTimestamp?: number): void {
     if (this.stopped || payload.length === 0) return;
     if (!this.ffmpeg) {
       this.startedAt = Date.now();
+      this.firstTs = rtpTimestamp ?? 0;
       this.ffmpeg = this.start();
     }
-    this.ffmpeg.stdin.write(this.ogg.packet(payload));
+    // Unsigned 32-bit difference: the RTP clock wraps.
+    const at = rtpTimestamp === undefined ? undefined : (rtpTimestamp - this.firstTs) >>> 0;
+    this.ffmpeg.stdin.write(this.ogg.packet(payload, at !== undefined && at < 0x80000000 ? at : undefined));
   }
 
   private decode(u: Utterance): void {

@@ -162,7 +162,7 @@ export class LiveTranscripts {
     const attach = (track: MediaStreamTrack) => {
       if (seen.has(track)) return;
       seen.add(track);
-      const sub = track.onReceiveRtp.subscribe((rtp: RtpPacket) => transcriber.push(rtp.payload));
+      const sub = track.onReceiveRtp.subscribe((rtp: RtpPacket) => transcriber.push(rtp.payload, rtp.header.timestamp));
       tap.unsubscribe.push(() => sub.unSubscribe());
     };
     for (const track of pub.transceiver.receiver.tracks) attach(track);
