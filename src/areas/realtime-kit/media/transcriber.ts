@@ -240,6 +240,8 @@ export function recognise(pcm: Buffer): Promise<string> {
         writeFileSync(join(dir, 'ctl'), 'u\n');
         const args = ['-hmm', join(MODEL_DIR, 'en-us'), '-lm', join(MODEL_DIR, 'en-us.lm.bin'), '-dict', join(MODEL_DIR, 'cmudict-en-us.dict')];
         args.push('-adcin', 'yes', '-cepdir', dir, '-cepext', '.raw', '-ctl', join(dir, 'ctl'), '-hyp', join(dir, 'hyp'), '-samprate', String(SAMPLE_RATE), '-logfn', '/dev/null');
+        // One search pass instead of two: about a quarter faster, the same words on our measurements.
+        args.push('-fwdflat', 'no');
         const p = spawn(RECOGNISER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
         let err = '';
         p.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
