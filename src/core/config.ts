@@ -186,6 +186,10 @@ export interface Config {
   alertingSmtp?: string;
   /** Alerting: sender address of alert emails. */
   alertingFrom: string;
+  /** Meeting summaries: an OpenAI-compatible base URL (`…/v1`) used instead of the extractive summary. */
+  meetingsSummaryUrl?: string;
+  /** Meeting summaries: the model name sent to that endpoint. */
+  meetingsSummaryModel?: string;
 }
 
 export const DEFAULTS: Config = {
@@ -815,7 +819,8 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'alertingRetryMs', flag: 'alerting-retry-ms', env: 'OUTPOST_ALERTING_RETRY_MS', type: 'int', help: 'first retry delay of a failed alert delivery in ms (default 1000)' },
   { key: 'alertingMaxAttempts', flag: 'alerting-max-attempts', env: 'OUTPOST_ALERTING_MAX_ATTEMPTS', type: 'int', help: 'alert delivery attempts before giving up (default 6)' },
   { key: 'alertingSmtp', flag: 'alerting-smtp', env: 'OUTPOST_ALERTING_SMTP', type: 'string', help: 'SMTP server for email alerts, smtp://host:port (default none)' },
-  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },
+  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },  { key: 'meetingsSummaryUrl', flag: 'meetings-summary-url', env: 'OUTPOST_MEETINGS_SUMMARY_URL', type: 'string', help: 'OpenAI-compatible base URL (…/v1) for meeting summaries; bearer key from OUTPOST_MEETINGS_SUMMARY_KEY (default: extractive, no model)' },
+  { key: 'meetingsSummaryModel', flag: 'meetings-summary-model', env: 'OUTPOST_MEETINGS_SUMMARY_MODEL', type: 'string', help: 'model name sent to the summary endpoint (default: default)' },
 ];
 
 export class ConfigError extends Error {}

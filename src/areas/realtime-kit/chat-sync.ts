@@ -1,8 +1,8 @@
 /**
  * Session chat export (semantics §2.8: `meeting.chatSynced`, session chat as CSV behind a
  * download URL). When a session that had chat messages ends, its chat is written to storage and
- * `meeting.chatSynced` is queued in the webhook outbox with a signed download link. `GET
- * …/sessions/{id}/chat` answers a fresh link; the link itself (`/realtime/kit/downloads/chat/…`,
+ * `meeting.chatSynced` is queued in the webhook outbox with a signed download link to that
+ * snapshot (`GET …/sessions/{id}/chat`, in media/, serves the live per-message store); the link (`/realtime/kit/downloads/chat/…`,
  * no account token: the signature and expiry are the credential, like a pre-signed object URL)
  * serves the CSV. Links are signed with the platform key, so any node can check them.
  * Image messages carry their data URL in the CSV while the file stays under MAX_STORED_BYTES;
@@ -13,7 +13,7 @@ import type { AreaContext } from '../../core/area.ts';
 import { apiError } from '../../core/errors.ts';
 import type { SigningKey } from './keys.ts';
 import { reply, route } from './http.ts';
-import { apps, sessionChats, sessions, type SessionChat } from './store.ts';
+import { sessionChats, type SessionChat } from './store.ts';
 
 /** How long a chat download link works, seconds. */
 export const CHAT_LINK_TTL_SECS = 3600;
@@ -62,15 +62,6 @@ export function originOf(host: string | undefined): string | undefined {
 
 export function mountChatRoutes(ctx: AreaContext, deps: { key: () => SigningKey }): void {
   const db = ctx.database.db;
-  route(ctx, { method: 'GET', path: '/accounts/:account_id/realtime/kit/:app_id/sessions/:session_id/chat', operationId: 'rtk-sessions-chat', summary: 'Download link of a session chat (CSV)', level: 'read' }, async ({ params, c }) => {
-    if (!(await apps.get(db, params.account_id, params.app_id))) throw apiError('rtk_app_not_found', params.app_id);
-    if (!(await sessions.get(db, params.app_id, params.session_id))) throw apiError('rtk_not_found', 'Session', params.session_id);
-    const chat = await sessionChats.get(db, params.app_id, params.session_id);
-    if (!chat) throw apiError('rtk_not_found', 'Chat of session', params.session_id);
-    const origin = originOf(c.req.header('host')) ?? chat.body.origin;
-    const link = chatLink(deps.key(), origin, params.app_id, params.session_id, ctx.clock.now());
-    return { chat_download_url: link.url, chat_download_url_expiry: link.expiry };
-  });
   route(ctx, { method: 'GET', path: `${DOWNLOAD_PATH}/:app_id/:session_id`, operationId: 'rtk-chat-download', summary: 'A session chat as CSV (signed link)', level: 'public' }, async ({ params, c }) => {
     const url = new URL(c.req.url);
     const expires = Number(url.searchParams.get('expires'));

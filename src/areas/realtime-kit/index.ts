@@ -23,12 +23,18 @@
  * Aliases: kick `{user_ids}` (spec) or `{participant_ids, custom_participant_ids}` (official);
  * webhook events `session.started`/`session.ended` are stored as `meeting.started`/`meeting.ended`;
  * webhook `name` optional (defaults to the URL's host).
+ * Media (media/): live transcripts of participants whose preset has
+ * `permissions.transcription_enabled` (offline recognition with pocketsphinx, streamed as
+ * `transcript` events and served per session as CSV/JSON/SRT/VTT), the session chat export (CSV),
+ * extractive summaries (or an operator's OpenAI-compatible endpoint) and daywise analytics.
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet; the chat of such a session
- * is lost, no `meeting.chatSynced`); recordings, livestreams, transcripts, summaries, session
- * transcript downloads and analytics are not implemented (their routes answer 404); 401/403
- * answers of the router keep the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
+ * is lost, no `meeting.chatSynced`); recordings and livestreams are not implemented here;
+ * transcripts are English only and final-only (no partial results), arriving after the speaker
+ * pauses; artefact download URLs are signed with a per-process key (a restart invalidates them);
+ * 401/403 answers of the router keep the v4 envelope; the official platform SDK cannot join (its
+ * protocol is proprietary) — use ours.
  */
 import { readFileSync } from 'node:fs';
 import { defineArea, type AreaContext } from '../../core/area.ts';
@@ -40,6 +46,8 @@ import { mountRoutes } from './routes.ts';
 import { mountChatRoutes } from './chat-sync.ts';
 import { Deliveries } from './webhooks.ts';
 import { PERMISSION } from './http.ts';
+import { mediaHooks } from './media/hooks.ts';
+import { mountMediaRoutes } from './media/routes.ts';
 import { isIP } from 'node:net';
 
 const CLIENT_DIR = new URL('./client/', import.meta.url);
@@ -85,8 +93,14 @@ export default defineArea({
     });
     const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
     const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
-    const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
+    let liveRef: Live | undefined;
+    const media = mediaHooks(ctx, forwarder, (meetingId, msg) => liveRef?.broadcastTo(meetingId, msg));
+    const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap, media: media.hooks });
+    liveRef = live;
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
+    mountMediaRoutes(ctx, {
+      summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,
+    });
     mountClient(ctx);
     mountChatRoutes(ctx, { key: getKey });
     ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => live.handleUpgrade(req, socket, head));
@@ -100,6 +114,7 @@ export default defineArea({
       },
       async stop() {
         await live.close();
+        await media.transcripts.close();
         await deliveries.stop();
         await forwarder.close();
       },

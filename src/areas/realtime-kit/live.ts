@@ -109,6 +109,14 @@ export interface LiveOptions {
   forwarder: Forwarder;
   /** Caps every meeting's keep-alive (tests; operators who want sessions to end sooner). */
   keepAliveCapSecs?: number;
+  /** Media features that follow the room (live transcripts, chat export): see media/hooks.ts. */
+  media?: LiveMediaHooks;
+}
+
+export interface LiveMediaHooks {
+  audioPublished(a: { meetingId: string; sessionId: string; sessionStartedAt: string; peer: PeerInfo; permissions: Permissions; sfuSessionId: string; trackName: string }): void;
+  peerGone(peerId: string): void;
+  chatSent(a: { meetingId: string; sessionId: string; message: ChatMessage }): void;
 }
 
 class ClientError extends Error {
@@ -242,6 +250,12 @@ export class Live {
       if (!this.closed) void this.serial(room, () => this.leave(room, peer, 'left'));
     });
     ws.on('error', () => ws.terminate());
+  }
+
+  /** Sends an event to every joined peer of a meeting (media features: transcripts). */
+  broadcastTo(meetingId: string, msg: unknown): void {
+    const room = this.rooms.get(meetingId);
+    if (room) this.broadcast(room, msg);
   }
 
   private send(peer: Peer, msg: unknown): void {
@@ -426,6 +440,7 @@ export class Live {
     const wasWaiting = peer.state === 'waitlisted';
     peer.state = 'gone';
     room.peers.delete(peer.info.id);
+    this.opts.media?.peerGone(peer.info.id);
     for (const s of peer.sfu.values()) await this.opts.forwarder.closeSession(s).catch(() => undefined);
     peer.sfu.clear();
     if (wasWaiting) this.broadcast(room, { t: 'waitlistUpdate', removed: peer.info.id }, undefined, (p) => p.state === 'joined' && p.permissions.accept_waiting_requests === true);
@@ -591,6 +606,8 @@ export class Live {
         for (const [i, t] of tracks.entries()) {
           const res = r.tracks[i];
           if (res && !res.errorCode) peer.info.tracks[(t as { kind: string }).kind] = { sessionId: s.id, trackName: String(res.trackName) };
+          if (res && !res.errorCode && (t as { kind: string }).kind === 'audio' && room.session)
+            this.opts.media?.audioPublished({ meetingId: room.meetingId, sessionId: room.session.id, sessionStartedAt: room.session.started_at, peer: peer.info, permissions: peer.permissions, sfuSessionId: s.id, trackName: String(res.trackName) });
         }
         // A peer a host muted stays muted when it publishes again.
         if (peer.audioHeld) this.holdAudio(peer, true);
@@ -669,6 +686,7 @@ export class Live {
       message = { ...base, type: 'image', link: data };
     } else throw new ClientError('invalid', 'kind must be text or image');
     room.chat.push(message);
+    if (room.session) this.opts.media?.chatSent({ meetingId: room.meetingId, sessionId: room.session.id, message });
     if (room.chat.length > MAX_CHAT_HISTORY) room.chat.splice(0, room.chat.length - MAX_CHAT_HISTORY);
     this.broadcast(room, { t: 'chat', message });
     return message;

@@ -172,7 +172,7 @@ export interface Meeting extends Emitter<'error'> {
   chat: Chat;
   polls: Polls;
   plugins: Plugins;
-  ai: { transcripts: unknown[] };
+  ai: AI;
   join(): Promise<void>;
   leave(): Promise<void>;
 }
@@ -192,3 +192,23 @@ export default class RealtimeKitClient {
 }
 export { RealtimeKitClient };
 export function decodeToken(token: string): { meetingId: string; orgId: string; participantId: string; [k: string]: unknown };
+
+/** One recognised utterance of a participant (final; partial results are not produced). */
+export interface Transcript {
+  id: string;
+  peerId: string;
+  userId: string;
+  customParticipantId: string;
+  name: string;
+  transcript: string;
+  isPartialTranscript: false;
+  /** ISO 8601: when the utterance ended. */
+  date: string;
+  startTime: string;
+  endTime: string;
+}
+
+/** `meeting.ai`: live transcripts, filled when the speaker's preset enables transcription. */
+export interface AI extends Emitter<'transcript'> {
+  transcripts: Transcript[];
+}

@@ -507,6 +507,24 @@ function decodeToken(token) {
   return json;
 }
 
+/**
+ * `meeting.ai`: live transcripts of participants whose preset enables transcription. Each entry is
+ * `{id, peerId, userId, customParticipantId, name, transcript, isPartialTranscript, date,
+ * startTime, endTime}`; `transcript` is emitted after the entry was appended.
+ */
+class AI extends Emitter {
+  constructor() {
+    super();
+    this.transcripts = [];
+  }
+
+  _add(entry) {
+    this.transcripts.push(entry);
+    if (this.transcripts.length > 1000) this.transcripts.splice(0, this.transcripts.length - 1000);
+    this.emit('transcript', entry);
+  }
+}
+
 class Meeting extends Emitter {
   constructor(options, hello, ws) {
     super();
@@ -524,7 +542,7 @@ class Meeting extends Emitter {
     this.polls = new Polls(this);
     this.plugins = new Plugins(this);
     for (const d of hello.plugins ?? []) this.plugins.all._set(new Plugin(this.plugins, d));
-    this.ai = { transcripts: [] };
+    this.ai = new AI();
     this._media = new Media(this);
     this._joinWaiters = [];
     ws.addEventListener('message', (e) => this._onMessage(JSON.parse(e.data)));
@@ -697,6 +715,9 @@ class Meeting extends Emitter {
         break;
       case 'chat':
         this.chat._add(msg.message);
+        break;
+      case 'transcript':
+        this.ai._add(msg.transcript);
         break;
       case 'poll':
         this.polls._upsert(msg.poll, msg.created);
