@@ -2,7 +2,7 @@
  * Session chat export (semantics §2.8: `meeting.chatSynced`, session chat as CSV behind a
  * download URL). When a session that had chat messages ends, its chat is written to storage and
  * `meeting.chatSynced` is queued in the webhook outbox with a signed download link to that
- * snapshot (`GET …/sessions/{id}/chat`, in media/, serves the live per-message store); the link (`/realtime/kit/downloads/chat/…`,
+ * snapshot (`GET …/sessions/{id}/chat`, in media/, serves the live per-message store); the link (`/realtime/kit/synced-chats/…`,
  * no account token: the signature and expiry are the credential, like a pre-signed object URL)
  * serves the CSV. Links are signed with the platform key, so any node can check them.
  * Image messages carry their data URL in the CSV while the file stays under MAX_STORED_BYTES;
@@ -18,7 +18,7 @@ import { sessionChats, type SessionChat } from './store.ts';
 /** How long a chat download link works, seconds. */
 export const CHAT_LINK_TTL_SECS = 3600;
 const MAX_STORED_BYTES = 8 * 1024 * 1024;
-const DOWNLOAD_PATH = '/realtime/kit/downloads/chat';
+const DOWNLOAD_PATH = '/realtime/kit/synced-chats';
 
 /** Keeps the messages to store, dropping image payloads past the size budget. */
 export function chatToStore(messages: SessionChat['messages']): SessionChat['messages'] {
