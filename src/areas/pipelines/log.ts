@@ -40,7 +40,8 @@ export interface StreamLog {
 const HEADER = 8;
 
 interface Pending {
-  buf: Buffer;
+  header: Buffer;
+  payload: Buffer;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -66,7 +67,7 @@ class LogFile {
     header.writeUInt32LE(payload.length, 0);
     header.writeUInt32LE(crc32(payload), 4);
     return new Promise((resolve, reject) => {
-      this.queue.push({ buf: Buffer.concat([header, payload]), resolve, reject });
+      this.queue.push({ header, payload, resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -78,7 +79,7 @@ class LogFile {
         const batch = this.queue;
         this.queue = [];
         try {
-          let bufs = batch.map((p) => p.buf);
+          let bufs = batch.flatMap((p) => [p.header, p.payload]);
           let position = this.size;
           const total = bufs.reduce((n, b) => n + b.length, 0);
           let left = total;
