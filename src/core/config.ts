@@ -186,6 +186,8 @@ export interface Config {
   alertingSmtp?: string;
   /** Alerting: sender address of alert emails. */
   alertingFrom: string;
+  /** Pipelines: size of a local stream log segment in bytes (delivered segments are deleted whole). */
+  pipelinesSegmentBytes: number;
 }
 
 export const DEFAULTS: Config = {
@@ -258,6 +260,7 @@ export const DEFAULTS: Config = {
   alertingRetryMs: 1000,
   alertingMaxAttempts: 6,
   alertingFrom: 'alerts@outpost.local',
+  pipelinesSegmentBytes: 64 * 1024 * 1024,
 };
 
 interface OptionSpec {
@@ -816,6 +819,7 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'alertingMaxAttempts', flag: 'alerting-max-attempts', env: 'OUTPOST_ALERTING_MAX_ATTEMPTS', type: 'int', help: 'alert delivery attempts before giving up (default 6)' },
   { key: 'alertingSmtp', flag: 'alerting-smtp', env: 'OUTPOST_ALERTING_SMTP', type: 'string', help: 'SMTP server for email alerts, smtp://host:port (default none)' },
   { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },
+  { key: 'pipelinesSegmentBytes', flag: 'pipelines-segment-bytes', env: 'OUTPOST_PIPELINES_SEGMENT_BYTES', type: 'int', help: 'size of a local pipeline stream log segment; delivered segments are deleted (default 67108864)' },
 ];
 
 export class ConfigError extends Error {}

@@ -66,7 +66,7 @@ export default defineArea({
       async start() {
         await initSql();
         const where = ctx.config.pipelinesLog;
-        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log) : await NatsLog.open(where, log);
+        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log, ctx.config.pipelinesSegmentBytes) : await NatsLog.open(where, log);
         const s = new PipelinesService(ctx, streamLog, log);
         await s.startAll();
         service = s;

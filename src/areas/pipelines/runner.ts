@@ -52,6 +52,8 @@ export interface RunnerOptions {
   tickMs: number;
   /** Parses, applies the SQL and serialises records (on the transform thread). */
   transform: Transformer;
+  /** Called after the checkpoint moved forward (the log before it may be compacted). */
+  onCheckpoint?: () => void;
 }
 
 /** The directory a sink's files live under (bucket + path), for queries. */
@@ -256,6 +258,7 @@ export class PipelineRunner {
       // Everything read was filtered out: move the checkpoint so a restart does not read it again.
       this.cp = { offset: this.readOffset, seq: this.cp.seq, pending: null };
       await writeDurably(this.statePath, JSON.stringify(this.cp));
+      this.o.onCheckpoint?.();
     }
   }
 
@@ -317,6 +320,7 @@ export class PipelineRunner {
     this.cp = { offset: s.end, seq: seq + 1, pending: null };
     await writeDurably(this.statePath, JSON.stringify(this.cp));
     rmSync(this.stagingPath, { force: true });
+    this.o.onCheckpoint?.();
     this.stats.rows += s.rows;
     this.stats.files += 1;
     this.o.logger.debug({ pipeline: this.o.pipelineId, file: rel, rows: s.rows }, 'pipeline file finished');

@@ -3,7 +3,7 @@
  * durable append), the running pipelines, and the catalog the SQL is checked against.
  */
 import { join } from 'node:path';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { AreaContext } from '../../core/area.ts';
 import { ApiError } from '../../core/errors.ts';
@@ -19,6 +19,8 @@ import { pipelines, sinks, streams } from './store.ts';
 import { pipelinesError } from './errors.ts';
 
 export const MAX_REQUEST_BYTES = 1024 * 1024;
+/** How long after a finished file the stream's log is compacted (one pass covers many files). */
+const COMPACT_DELAY_MS = 200;
 
 /** A token bucket of bytes per stream: `rate` bytes per second, one second of burst. */
 class Throughput {
@@ -175,6 +177,7 @@ export class PipelinesService {
       now: () => this.ctx.clock.now(),
       logger: this.logger,
       tickMs: this.ctx.config.pipelinesTickMs,
+      onCheckpoint: () => this.scheduleCompaction(p.stream_id),
       transform: this.transforms.transformer(p.id, {
         sql: p.sql,
         stream: catalog.stream(compiled.streamName)!,
@@ -185,6 +188,48 @@ export class PipelinesService {
     });
     this.runners.set(p.id, runner);
     await runner.start();
+  }
+
+  private readonly compactions = new Map<string, NodeJS.Timeout>();
+
+  /** Compacts a stream's log soon (at most once per interval per stream). */
+  scheduleCompaction(streamId: string): void {
+    if (this.compactions.has(streamId) || this.stopping) return;
+    const t = setTimeout(() => {
+      void this.compact(streamId)
+        .catch((err) => this.logger.warn({ err, streamId }, 'stream log compaction failed; it is tried again after the next finished file'))
+        .finally(() => this.compactions.delete(streamId));
+    }, COMPACT_DELAY_MS);
+    t.unref();
+    this.compactions.set(streamId, t);
+  }
+
+  /**
+   * Deletes the part of a stream's log that every pipeline reading it has in finished files: the
+   * smallest checkpoint among them. A pipeline that is stored but not running holds its last
+   * checkpoint; a stream nobody reads keeps everything.
+   */
+  async compact(streamId: string): Promise<number> {
+    const readers = await pipelines.findBy(this.ctx.database.db, 'stream', streamId);
+    if (readers.length === 0) return 0;
+    let upTo = Infinity;
+    for (const d of readers) {
+      const r = this.runners.get(d.body.id);
+      let offset: number | undefined = r?.checkpoint().offset;
+      if (offset === undefined) {
+        try {
+          offset = (JSON.parse(readFileSync(join(this.stateDir, `${d.body.id}.json`), 'utf8')) as { offset: number }).offset;
+        } catch {
+          // Never started: it begins at the log's first record whenever it does.
+          continue;
+        }
+      }
+      upTo = Math.min(upTo, offset);
+    }
+    if (!Number.isFinite(upTo) || this.stopping) return 0;
+    const freed = await this.log.compact(streamId, upTo);
+    if (freed > 0) this.logger.debug({ streamId, upTo, freed }, 'stream log compacted');
+    return freed;
   }
 
   async remove(pipelineId: string): Promise<void> {
@@ -204,7 +249,12 @@ export class PipelinesService {
     for (const d of all) await this.run(d.scopeId, d.body);
   }
 
+  private stopping = false;
+
   async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.compactions.values()) clearTimeout(t);
+    this.compactions.clear();
     for (const r of this.runners.values()) await r.stop();
     this.runners.clear();
     await this.transforms.close();
