@@ -9,7 +9,8 @@
  *   npm run bench -- pipelines [--seconds 5] [--concurrency 16] [--events 1000] [--samples 20] [--ingest-only]
  */
 import http from 'node:http';
-import { closeSync, fdatasyncSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readdirSync, readFileSync, writeSync, writevSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { spawn } from 'node:child_process';
@@ -19,6 +20,7 @@ import type { StoredSink } from '../src/areas/pipelines/schemas.ts';
 import { intOption, UsageError } from './lib/args.ts';
 import { int, ms, table } from './lib/format.ts';
 import { tempDir } from './lib/procs.ts';
+import { summariseProfile } from './lib/profile.ts';
 
 export const description = 'HTTP ingest MB/s and events/s with fsync, 200-to-sink latency; beside JSON.parse MB/s and fsync append MB/s';
 
@@ -29,18 +31,20 @@ const USAGE = `usage: npm run bench -- pipelines [options]
   --events N        events per request body (default 1000, about 180 KB)
   --samples N       end-to-end latency samples (default 20)
   --ingest-only     no pipeline reads the stream; stop after the ingest phase
+  --cpu-prof        V8 CPU profile of the Outpost process (kept in a temp directory, path printed)
 `;
 
 const TOKEN = 'outpost-bench-token-pipelines-0123456789';
 const ACCOUNT = 'abcdefabcdefabcdefabcdefabcdef02';
 
 function parse(args: string[]) {
-  const o = { seconds: 5, concurrency: 16, events: 1000, samples: 20, ingestOnly: false };
+  const o = { seconds: 5, concurrency: 16, events: 1000, samples: 20, ingestOnly: false, cpuProf: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const v = args[++i];
-    if (a === '--ingest-only') {
-      o.ingestOnly = true;
+    if (a === '--ingest-only' || a === '--cpu-prof') {
+      if (a === '--ingest-only') o.ingestOnly = true;
+      else o.cpuProf = true;
       i--;
     } else if (a === '--seconds') o.seconds = intOption(a, v, 1, 600);
     else if (a === '--concurrency') o.concurrency = intOption(a, v, 1, 256);
@@ -55,6 +59,17 @@ function parse(args: string[]) {
 function body(events: number, tag: string): Buffer {
   const rows = Array.from({ length: events }, (_, i) => ({ id: `${tag}-${i}`, user: i % 977, path: `/products/${i % 131}`, amount: (i * 7.31) % 500, country: ['de', 'fr', 'us', 'jp'][i % 4], ts: 1740823200000 + i }));
   return Buffer.from(JSON.stringify(rows));
+}
+
+/** User + system CPU seconds of a process (all its threads), from /proc; NaN elsewhere. */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after the command name), in ticks.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
 }
 
 const percentile = (xs: number[], p: number) => {
@@ -85,8 +100,9 @@ export async function main(args: string[]): Promise<number> {
     throw err;
   }
   const dir = tempDir('outpost-bench-pipelines-');
+  const profDir = o.cpuProf ? mkdtempSync(join(tmpdir(), 'outpost-bench-pipelines-prof-')) : undefined;
   // The server runs in its own process (as `outpost serve` does), the load in this one.
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../bin/outpost.js', import.meta.url)), 'serve', '--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dir.path, '--pipelines-stream-rate', '4000000000', '--pipelines-tick-ms', '10'], {
+  const child = spawn(process.execPath, [...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), fileURLToPath(new URL('../bin/outpost.js', import.meta.url)), 'serve', '--api-port', '0', '--edge-port', '0', '--turn-port', '0', '--dns-port', '0', '--data-dir', dir.path, '--pipelines-stream-rate', '4000000000', '--pipelines-tick-ms', '10'], {
     env: { ...process.env, OUTPOST_API_TOKEN: TOKEN, OUTPOST_ACCOUNT_ID: ACCOUNT, OUTPOST_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -149,6 +165,7 @@ export async function main(args: string[]): Promise<number> {
     const path = `/pipelines/ingest/${stream.id}`;
     let accepted = 0;
     let refused = 0;
+    const cpuBefore = { outpost: cpuSeconds(child.pid!), bench: process.cpuUsage() };
     t0 = performance.now();
     const end = t0 + o.seconds * 1000;
     await Promise.all(
@@ -161,9 +178,13 @@ export async function main(args: string[]): Promise<number> {
       }),
     );
     const secs = (performance.now() - t0) / 1000;
+    const outpostCpu = (cpuSeconds(child.pid!) - cpuBefore.outpost) / secs;
+    const benchUsage = process.cpuUsage(cpuBefore.bench);
+    const benchCpu = (benchUsage.user + benchUsage.system) / 1e6 / secs;
     const ingestMBs = (accepted * mb) / secs;
     const eventsPerSec = (accepted * o.events) / secs;
-    process.stderr.write(`ingest phase: ${ingestMBs.toFixed(1)} MB/s, ${accepted} accepted, ${refused} refused\n`);
+    const cpuNote = `CPU during ingest (cores busy): Outpost ${Number.isNaN(outpostCpu) ? '?' : outpostCpu.toFixed(2)}, load generator ${benchCpu.toFixed(2)}, of ${availableParallelism()}`;
+    process.stderr.write(`ingest phase: ${ingestMBs.toFixed(1)} MB/s, ${accepted} accepted, ${refused} refused; ${cpuNote}\n`);
     if (o.ingestOnly) return 0;
 
     // 4. End to end: 200 → the row in a finished sink file (after the load has drained).
@@ -204,12 +225,21 @@ export async function main(args: string[]): Promise<number> {
         ],
       ),
     );
-    process.stdout.write(`\nsink drained ${int(accepted * o.events)} load events ${ms(drained - t0 - secs * 1000)} after the load ended\n`);
+    process.stdout.write(`\n${cpuNote}\n`);
+    process.stdout.write(`sink drained ${int(accepted * o.events)} load events ${ms(drained - t0 - secs * 1000)} after the load ended\n`);
     process.stdout.write(`end to end (200 → row in a finished file, ${o.samples} probes): p50 ${ms(percentile(latencies, 50))}, p99 ${ms(percentile(latencies, 99))}, max ${ms(Math.max(...latencies))}\n`);
     return 0;
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     await dir.remove();
+    if (profDir) {
+      for (const f of readdirSync(profDir).filter((n) => n.endsWith('.cpuprofile'))) {
+        const sum = summariseProfile(join(profDir, f));
+        process.stdout.write(`\nOutpost CPU profile ${join(profDir, f)}: busy ${ms(sum.busyMs)} ms\n`);
+        process.stdout.write(table(['self ms', 'function'], sum.byFunction.map((x) => [ms(x.ms), x.name]), [1]));
+        process.stdout.write(table(['self ms', 'place'], sum.byPlace.map((x) => [ms(x.ms), x.place]), [1]));
+      }
+    }
   }
 }

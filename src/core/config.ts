@@ -190,6 +190,8 @@ export interface Config {
   meetingsSummaryUrl?: string;
   /** Meeting summaries: the model name sent to that endpoint. */
   meetingsSummaryModel?: string;
+  /** Pipelines: size of a local stream log segment in bytes (delivered segments are deleted whole). */
+  pipelinesSegmentBytes: number;
 }
 
 export const DEFAULTS: Config = {
@@ -262,6 +264,7 @@ export const DEFAULTS: Config = {
   alertingRetryMs: 1000,
   alertingMaxAttempts: 6,
   alertingFrom: 'alerts@outpost.local',
+  pipelinesSegmentBytes: 64 * 1024 * 1024,
 };
 
 interface OptionSpec {
@@ -819,8 +822,10 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'alertingRetryMs', flag: 'alerting-retry-ms', env: 'OUTPOST_ALERTING_RETRY_MS', type: 'int', help: 'first retry delay of a failed alert delivery in ms (default 1000)' },
   { key: 'alertingMaxAttempts', flag: 'alerting-max-attempts', env: 'OUTPOST_ALERTING_MAX_ATTEMPTS', type: 'int', help: 'alert delivery attempts before giving up (default 6)' },
   { key: 'alertingSmtp', flag: 'alerting-smtp', env: 'OUTPOST_ALERTING_SMTP', type: 'string', help: 'SMTP server for email alerts, smtp://host:port (default none)' },
-  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },  { key: 'meetingsSummaryUrl', flag: 'meetings-summary-url', env: 'OUTPOST_MEETINGS_SUMMARY_URL', type: 'string', help: 'OpenAI-compatible base URL (…/v1) for meeting summaries; bearer key from OUTPOST_MEETINGS_SUMMARY_KEY (default: extractive, no model)' },
+  { key: 'alertingFrom', flag: 'alerting-from', env: 'OUTPOST_ALERTING_FROM', type: 'string', help: 'sender address of alert emails (default alerts@outpost.local)' },
+  { key: 'meetingsSummaryUrl', flag: 'meetings-summary-url', env: 'OUTPOST_MEETINGS_SUMMARY_URL', type: 'string', help: 'OpenAI-compatible base URL (…/v1) for meeting summaries; bearer key from OUTPOST_MEETINGS_SUMMARY_KEY (default: extractive, no model)' },
   { key: 'meetingsSummaryModel', flag: 'meetings-summary-model', env: 'OUTPOST_MEETINGS_SUMMARY_MODEL', type: 'string', help: 'model name sent to the summary endpoint (default: default)' },
+  { key: 'pipelinesSegmentBytes', flag: 'pipelines-segment-bytes', env: 'OUTPOST_PIPELINES_SEGMENT_BYTES', type: 'int', help: 'size of a local pipeline stream log segment; delivered segments are deleted (default 67108864)' },
 ];
 
 export class ConfigError extends Error {}

@@ -25,9 +25,13 @@
  * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
  * `pipelines`, path = sink name).
  *
+ * Ingest of an untyped stream checks the body's bytes (`json-scan.ts`) and logs them raw; each
+ * pipeline's parse, SQL and serialisation run on one worker thread (`transform-thread.ts`). The
+ * local log is segmented; segments every pipeline of the stream has in finished files are
+ * deleted (`--pipelines-segment-bytes`; JetStream: purged).
+ *
  * LIMITATIONS: sinks write to local directories only (no S3 upload, no `r2_data_catalog`); a
- * stream's `format` is JSON; the stream log is never compacted (it grows until the stream is
- * deleted; JetStream streams are deleted with it); the Parquet size
+ * stream's `format` is JSON; a stream without pipelines keeps its whole log; the Parquet size
  * roll is measured on the staged JSON rows, not on the Parquet output.
  */
 import { join } from 'node:path';
@@ -66,7 +70,7 @@ export default defineArea({
       async start() {
         await initSql();
         const where = ctx.config.pipelinesLog;
-        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log) : await NatsLog.open(where, log);
+        const streamLog = where === 'local' ? new LocalLog(join(ctx.config.dataDir, 'pipelines', 'log'), log, ctx.config.pipelinesSegmentBytes) : await NatsLog.open(where, log);
         const s = new PipelinesService(ctx, streamLog, log);
         await s.startAll();
         service = s;

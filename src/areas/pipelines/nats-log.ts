@@ -5,7 +5,8 @@
  * resolves when JetStream acknowledges the publish (the message is stored, and replicated when
  * the JetStream stream has replicas); how often a single JetStream server fsyncs is its own
  * `sync_interval` setting. Readers fetch stored messages by sequence and learn about new ones
- * from a core subscription on the subject.
+ * from a core subscription on the subject. `compact` purges the messages every pipeline has
+ * delivered.
  */
 import { connect, StorageType, type JetStreamClient, type JetStreamManager, type NatsConnection } from 'nats';
 import type { Logger } from '../../core/log.ts';
@@ -100,6 +101,13 @@ export class NatsLog implements StreamLog {
     const sub = this.nc.subscribe(this.subject(streamId), { callback: () => fn() });
     queueMicrotask(fn);
     return () => sub.unsubscribe();
+  }
+
+  async compact(streamId: string, offset: number): Promise<number> {
+    await this.ensure(streamId);
+    // Purges the messages with sequences below `offset`; JetStream frees their storage.
+    const r = await this.jsm.streams.purge(this.name(streamId), { seq: offset });
+    return r.purged;
   }
 
   async drop(streamId: string): Promise<void> {

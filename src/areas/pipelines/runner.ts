@@ -24,6 +24,8 @@ import type { Logger } from '../../core/log.ts';
 import type { StreamLog } from './log.ts';
 import type { StoredSink } from './schemas.ts';
 import type { CompiledPipeline, ValueType } from './sql.ts';
+import { KIND } from './transform.ts';
+import type { Transformer } from './transform-thread.ts';
 
 export const DEFAULT_ROLLING = { file_size_bytes: 100 * 1024 * 1024, interval_seconds: 300, inactivity_seconds: 60 };
 export const DEFAULT_TIME_PATTERN = 'year=%Y/month=%m/day=%d';
@@ -48,11 +50,20 @@ export interface RunnerOptions {
   now: () => Date;
   logger: Logger;
   tickMs: number;
+  /** Parses, applies the SQL and serialises records (on the transform thread). */
+  transform: Transformer;
+  /** Called after the checkpoint moved forward (the log before it may be compacted). */
+  onCheckpoint?: () => void;
 }
 
 /** The directory a sink's files live under (bucket + path), for queries. */
 export function sinkDir(bucketRoot: string, accountId: string, sink: StoredSink): string {
   return join(bucketRoot, accountId, sink.config.bucket, ...(sink.config.path ?? '').split('/').filter(Boolean));
+}
+
+/** Parquet files need a type for columns the SQL leaves untyped: learned from their values. */
+export function needsKinds(sink: StoredSink, compiled: CompiledPipeline): boolean {
+  return sink.format.type === 'parquet' && (compiled.passthrough || compiled.columns.some((c) => c.type === undefined));
 }
 
 export function sinkExtension(sink: StoredSink): string {
@@ -142,7 +153,7 @@ const syncDir = syncFile;
 export class PipelineRunner {
   private cp: Checkpoint = { offset: 0, seq: 1 };
   private readOffset = 0;
-  private staging?: { fd: number; bytes: number; rows: number; openedAt: number; lastAt: number; end: number; kinds: Map<string, Set<string>> };
+  private staging?: { fd: number; bytes: number; rows: number; openedAt: number; lastAt: number; end: number; kinds: Map<string, number> };
   private running = false;
   private again = false;
   private stopped = false;
@@ -161,7 +172,7 @@ export class PipelineRunner {
     this.statePath = join(o.stateDir, `${o.pipelineId}.json`);
     this.stagingPath = join(o.stateDir, `${o.pipelineId}.staging.ndjson`);
     this.rolling = { ...DEFAULT_ROLLING, ...(o.sink.config.rolling_policy ?? {}) };
-    this.inferTypes = o.sink.format.type === 'parquet' && (o.compiled.passthrough || o.compiled.columns.some((c) => c.type === undefined));
+    this.inferTypes = needsKinds(o.sink, o.compiled);
   }
 
   async start(): Promise<void> {
@@ -222,31 +233,20 @@ export class PipelineRunner {
       if (this.stopped) return;
       const records = await this.o.log.read(this.o.compiled.streamId, this.readOffset, READ_BYTES);
       if (records.length === 0) break;
-      for (const r of records) {
-        let events: unknown;
-        try {
-          events = JSON.parse(r.payload.toString('utf8'));
-        } catch {
-          events = undefined;
-        }
-        const lines: string[] = [];
-        if (Array.isArray(events)) {
-          for (const ev of events) {
-            this.stats.events += 1;
-            if (ev === null || typeof ev !== 'object') {
-              this.stats.dropped += 1;
-              continue;
-            }
-            const row = this.o.compiled.apply(ev as Record<string, unknown>);
-            if (row) lines.push(this.serialize(row));
-          }
-        } else this.stats.dropped += 1;
-        this.readOffset = r.next;
-        if (lines.length > 0) this.stage(lines, r.next);
-        else if (this.staging) this.staging.end = r.next;
+      // Parsing, SQL and serialisation happen off this thread (ingestion shares it).
+      const out = await this.o.transform(records.map((r) => r.payload));
+      if (this.stopped) return;
+      const text = Buffer.from(out.text.buffer, out.text.byteOffset, out.text.byteLength);
+      let start = 0;
+      for (let k = 0; k < records.length; k++) {
+        const r = out.records[k];
+        this.stats.events += r.events;
+        this.stats.dropped += r.dropped;
+        this.readOffset = records[k].next;
+        if (r.rows > 0) this.stage(text.subarray(start, r.end), r.rows, records[k].next, r.kinds);
+        else if (this.staging) this.staging.end = records[k].next;
+        start = r.end;
         if (this.staging && this.staging.bytes >= this.rolling.file_size_bytes) await this.roll();
-        // Let ingestion (same thread) answer between records: it must not wait for a catch-up.
-        await new Promise((resolve) => setImmediate(resolve));
       }
       // Under steady load the interval still closes files.
       if (this.staging && this.o.now().getTime() - this.staging.openedAt >= this.rolling.interval_seconds * 1000) await this.roll();
@@ -258,40 +258,21 @@ export class PipelineRunner {
       // Everything read was filtered out: move the checkpoint so a restart does not read it again.
       this.cp = { offset: this.readOffset, seq: this.cp.seq, pending: null };
       await writeDurably(this.statePath, JSON.stringify(this.cp));
+      this.o.onCheckpoint?.();
     }
   }
 
-  private serialize(row: Record<string, unknown>): string {
-    const s = this.staging;
-    if (this.inferTypes) {
-      // Columns without a declared type get the narrowest type their values fit (Parquet only).
-      const kinds = s?.kinds ?? (this.pendingKinds ??= new Map());
-      for (const [k, v] of Object.entries(row)) {
-        if (v === null || v === undefined) continue;
-        let set = kinds.get(k);
-        if (!set) kinds.set(k, (set = new Set()));
-        set.add(typeof v === 'number' ? (Number.isInteger(v) ? 'int' : 'float') : typeof v);
-      }
-    }
-    if (this.o.sink.format.type === 'json' && this.o.sink.format.timestamp_format === 'unix_millis') {
-      for (const c of this.o.compiled.columns) if (c.type === 'timestamp' && typeof row[c.name] === 'string') row[c.name] = Date.parse(row[c.name] as string);
-    }
-    return JSON.stringify(row);
-  }
-
-  private pendingKinds?: Map<string, Set<string>>;
-
-  private stage(lines: string[], end: number): void {
+  private stage(text: Buffer, rows: number, end: number, kinds: Record<string, number> | undefined): void {
     const now = this.o.now().getTime();
-    if (!this.staging) {
-      this.staging = { fd: openSync(this.stagingPath, 'w'), bytes: 0, rows: 0, openedAt: now, lastAt: now, end, kinds: this.pendingKinds ?? new Map() };
-      this.pendingKinds = undefined;
-    }
-    const text = lines.join('\n') + '\n';
-    this.staging.bytes += writeSync(this.staging.fd, text);
-    this.staging.rows += lines.length;
-    this.staging.lastAt = now;
-    this.staging.end = end;
+    if (!this.staging) this.staging = { fd: openSync(this.stagingPath, 'w'), bytes: 0, rows: 0, openedAt: now, lastAt: now, end, kinds: new Map() };
+    const s = this.staging;
+    let off = 0;
+    while (off < text.length) off += writeSync(s.fd, text, off);
+    s.bytes += text.length;
+    s.rows += rows;
+    s.lastAt = now;
+    s.end = end;
+    if (kinds && this.inferTypes) for (const k in kinds) s.kinds.set(k, (s.kinds.get(k) ?? 0) | kinds[k]);
   }
 
   private fileName(seq: number, at: Date): string {
@@ -339,22 +320,22 @@ export class PipelineRunner {
     this.cp = { offset: s.end, seq: seq + 1, pending: null };
     await writeDurably(this.statePath, JSON.stringify(this.cp));
     rmSync(this.stagingPath, { force: true });
+    this.o.onCheckpoint?.();
     this.stats.rows += s.rows;
     this.stats.files += 1;
     this.o.logger.debug({ pipeline: this.o.pipelineId, file: rel, rows: s.rows }, 'pipeline file finished');
   }
 
-  private async writeParquet(out: string, kinds: Map<string, Set<string>>): Promise<void> {
+  private async writeParquet(out: string, kinds: Map<string, number>): Promise<void> {
     const fmt = this.o.sink.format.type === 'parquet' ? this.o.sink.format : undefined;
     const compression = fmt?.compression ?? 'zstd';
     const duckCompression = compression === 'lz4' ? 'lz4_raw' : compression;
     const inferred = (name: string): string => {
-      const set = kinds.get(name);
-      if (!set || set.size === 0) return 'VARCHAR';
-      if ([...set].every((k) => k === 'int')) return 'BIGINT';
-      if ([...set].every((k) => k === 'int' || k === 'float')) return 'DOUBLE';
-      if (set.size === 1 && set.has('boolean')) return 'BOOLEAN';
-      if (set.size === 1 && set.has('object')) return 'JSON';
+      const k = kinds.get(name) ?? 0;
+      if (k === KIND.int) return 'BIGINT';
+      if (k !== 0 && (k & ~(KIND.int | KIND.float)) === 0) return 'DOUBLE';
+      if (k === KIND.boolean) return 'BOOLEAN';
+      if (k === KIND.object) return 'JSON';
       return 'VARCHAR';
     };
     let source: string;

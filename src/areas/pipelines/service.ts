@@ -3,20 +3,24 @@
  * durable append), the running pipelines, and the catalog the SQL is checked against.
  */
 import { join } from 'node:path';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { AreaContext } from '../../core/area.ts';
 import { ApiError } from '../../core/errors.ts';
 import type { Logger } from '../../core/log.ts';
 import { EventError, validateBatch } from './events.ts';
 import type { StreamLog } from './log.ts';
-import { PipelineRunner } from './runner.ts';
+import { needsKinds, PipelineRunner } from './runner.ts';
+import { TransformThread } from './transform-thread.ts';
+import { countEventArray } from './json-scan.ts';
 import type { StoredPipeline, StoredSink, StoredStream } from './schemas.ts';
 import { compilePipeline, PipelineSqlError, type CompiledPipeline, type SqlCatalog } from './sql.ts';
 import { pipelines, sinks, streams } from './store.ts';
 import { pipelinesError } from './errors.ts';
 
 export const MAX_REQUEST_BYTES = 1024 * 1024;
+/** How long after a finished file the stream's log is compacted (one pass covers many files). */
+const COMPACT_DELAY_MS = 200;
 
 /** A token bucket of bytes per stream: `rate` bytes per second, one second of burst. */
 class Throughput {
@@ -45,6 +49,7 @@ export class PipelinesService {
   readonly runners = new Map<string, PipelineRunner>();
   private readonly throughput: Throughput;
   private duckInstance?: Promise<DuckDBInstance>;
+  private readonly transforms: TransformThread;
   readonly stateDir: string;
   readonly bucketRoot: string;
 
@@ -53,6 +58,7 @@ export class PipelinesService {
     readonly log: StreamLog,
     private readonly logger: Logger,
   ) {
+    this.transforms = new TransformThread(logger);
     this.throughput = new Throughput(ctx.config.pipelinesStreamRate, () => ctx.clock.now().getTime());
     this.stateDir = join(ctx.config.dataDir, 'pipelines', 'state');
     this.bucketRoot = join(ctx.config.dataDir, 'pipelines', 'buckets');
@@ -66,6 +72,17 @@ export class PipelinesService {
 
   /** Validates and durably appends a batch; throws ApiError (400/429) for the caller. */
   async ingest(stream: StoredStream, body: Buffer | unknown[], opts: { allowSingle: boolean }): Promise<number> {
+    if (Buffer.isBuffer(body) && !(stream.schema?.fields && stream.schema.fields.length > 0)) {
+      // An untyped stream only needs to know the body is an array of objects: check the bytes
+      // without building them (the pipeline parses them once, on its own thread). Anything else
+      // takes the ordinary path below, which says what is wrong.
+      const n = countEventArray(body);
+      if (n === 0) return 0;
+      if (n > 0) {
+        await this.admit(stream, body);
+        return n;
+      }
+    }
     let parsed: unknown;
     let bytes: number;
     if (Buffer.isBuffer(body)) {
@@ -88,7 +105,12 @@ export class PipelinesService {
     }
     if (events.length === 0) return 0;
     const payload = Buffer.isBuffer(body) && Array.isArray(parsed) ? body : Buffer.from(JSON.stringify(events));
-    if (bytes < 0) bytes = payload.length;
+    await this.admit(stream, payload, bytes < 0 ? payload.length : bytes);
+    return events.length;
+  }
+
+  /** Size and throughput checks, then the durable append. */
+  private async admit(stream: StoredStream, payload: Buffer, bytes = payload.length): Promise<void> {
     if (payload.length > MAX_REQUEST_BYTES) throw pipelinesError('ingest_too_large', String(payload.length));
     const wait = this.throughput.take(stream.id, bytes);
     if (wait > 0) {
@@ -96,7 +118,6 @@ export class PipelinesService {
       throw new ApiError(e.status, e.errors, { 'retry-after': String(wait) });
     }
     await this.log.append(stream.id, payload);
-    return events.length;
   }
 
   /** The catalog one account's SQL is checked against. */
@@ -136,8 +157,10 @@ export class PipelinesService {
     const sink = await sinks.get(this.ctx.database.db, accountId, p.sink_id);
     if (!sink) return;
     let compiled: CompiledPipeline;
+    let catalog: SqlCatalog;
     try {
-      compiled = await compilePipeline(p.sql, await this.catalog(accountId));
+      catalog = await this.catalog(accountId);
+      compiled = await compilePipeline(p.sql, catalog);
     } catch (err) {
       this.logger.warn({ err, pipeline: p.id }, 'pipeline SQL no longer compiles; not started');
       return;
@@ -154,14 +177,65 @@ export class PipelinesService {
       now: () => this.ctx.clock.now(),
       logger: this.logger,
       tickMs: this.ctx.config.pipelinesTickMs,
+      onCheckpoint: () => this.scheduleCompaction(p.stream_id),
+      transform: this.transforms.transformer(p.id, {
+        sql: p.sql,
+        stream: catalog.stream(compiled.streamName)!,
+        sink: catalog.sink(compiled.sinkName)!,
+        inferTypes: needsKinds(sink.body as StoredSink, compiled),
+        unixMillis: sink.body.format.type === 'json' && sink.body.format.timestamp_format === 'unix_millis',
+      }),
     });
     this.runners.set(p.id, runner);
     await runner.start();
   }
 
+  private readonly compactions = new Map<string, NodeJS.Timeout>();
+
+  /** Compacts a stream's log soon (at most once per interval per stream). */
+  scheduleCompaction(streamId: string): void {
+    if (this.compactions.has(streamId) || this.stopping) return;
+    const t = setTimeout(() => {
+      void this.compact(streamId)
+        .catch((err) => this.logger.warn({ err, streamId }, 'stream log compaction failed; it is tried again after the next finished file'))
+        .finally(() => this.compactions.delete(streamId));
+    }, COMPACT_DELAY_MS);
+    t.unref();
+    this.compactions.set(streamId, t);
+  }
+
+  /**
+   * Deletes the part of a stream's log that every pipeline reading it has in finished files: the
+   * smallest checkpoint among them. A pipeline that is stored but not running holds its last
+   * checkpoint; a stream nobody reads keeps everything.
+   */
+  async compact(streamId: string): Promise<number> {
+    const readers = await pipelines.findBy(this.ctx.database.db, 'stream', streamId);
+    if (readers.length === 0) return 0;
+    let upTo = Infinity;
+    for (const d of readers) {
+      const r = this.runners.get(d.body.id);
+      let offset: number | undefined = r?.checkpoint().offset;
+      if (offset === undefined) {
+        try {
+          offset = (JSON.parse(readFileSync(join(this.stateDir, `${d.body.id}.json`), 'utf8')) as { offset: number }).offset;
+        } catch {
+          // Never started: it begins at the log's first record whenever it does.
+          continue;
+        }
+      }
+      upTo = Math.min(upTo, offset);
+    }
+    if (!Number.isFinite(upTo) || this.stopping) return 0;
+    const freed = await this.log.compact(streamId, upTo);
+    if (freed > 0) this.logger.debug({ streamId, upTo, freed }, 'stream log compacted');
+    return freed;
+  }
+
   async remove(pipelineId: string): Promise<void> {
     const r = this.runners.get(pipelineId);
     this.runners.delete(pipelineId);
+    this.transforms.forget(pipelineId);
     if (r) {
       await r.stop();
       r.removeState();
@@ -175,9 +249,15 @@ export class PipelinesService {
     for (const d of all) await this.run(d.scopeId, d.body);
   }
 
+  private stopping = false;
+
   async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.compactions.values()) clearTimeout(t);
+    this.compactions.clear();
     for (const r of this.runners.values()) await r.stop();
     this.runners.clear();
+    await this.transforms.close();
     await this.log.close();
     const inst = await this.duckInstance?.catch(() => undefined);
     inst?.closeSync();

@@ -6,7 +6,7 @@
  * a deployed script.
  */
 import http from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { parquetReadObjects, parquetMetadata, parquetSchema } from 'hyparquet';
@@ -20,7 +20,7 @@ let t: TestServer;
 const a = () => `/accounts/${t.accountId}/pipelines/v1`;
 
 beforeAll(async () => {
-  t = await startTestServer({ pipelinesTickMs: 40, pipelinesStreamRate: 3_000_000 });
+  t = await startTestServer({ pipelinesTickMs: 40, pipelinesStreamRate: 3_000_000, pipelinesSegmentBytes: 1024 });
 }, 60_000);
 afterAll(async () => {
   await t?.stop();
@@ -347,6 +347,11 @@ describe('transform and sinks', () => {
     // Every file but the last closed on size.
     const sizes = paths.map((p) => readFileSync(p).length);
     expect(sizes.slice(0, -1).every((s) => s >= 300)).toBe(true);
+    // The stream log (1 KB segments here) keeps only what is not in finished files yet: once every
+    // event is in a file, the delivered segments are gone and the last one stays.
+    const logDir = `${t.config.dataDir}/pipelines/log/${stream.id}`;
+    await until('delivered log segments deleted', () => readdirSync(logDir).length === 1);
+    expect(readdirSync(logDir)[0]).not.toBe('0000000000000000.seg');
 
     const q = await t.call('GET', `${a()}/query?query=${encodeURIComponent('SELECT COUNT(*) AS n, COUNT(DISTINCT page) AS pages FROM clicks_out')}`);
     expect(q.body.result.data).toEqual([{ n: '100', pages: '20' }]);

@@ -3,7 +3,7 @@
  * IN with nulls, BETWEEN, ||) and the local stream log's recovery: a torn or corrupt tail, which
  * was never acknowledged, is cut off on open while every complete record stays readable.
  */
-import { appendFileSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -71,16 +71,17 @@ describe('local stream log', () => {
   it('cuts a torn or corrupt tail on open and keeps every complete record', async () => {
     const log = new LocalLog(dir, createLogger('silent'));
     await Promise.all(Array.from({ length: 50 }, (_, i) => log.append(id, Buffer.from(JSON.stringify([{ i }])))));
-    const before = statSync(join(dir, `${id}.log`)).size;
+    const seg = join(dir, id, '0000000000000000.seg');
+    const before = statSync(seg).size;
     await log.close();
     // A record header promising more bytes than follow (a crash mid-write).
     const header = Buffer.alloc(8);
     header.writeUInt32LE(1000, 0);
-    appendFileSync(join(dir, `${id}.log`), Buffer.concat([header, Buffer.from('[{"partial"')]));
+    appendFileSync(seg, Buffer.concat([header, Buffer.from('[{"partial"')]));
     const again = new LocalLog(dir, createLogger('silent'));
     const records = await again.read(id, 0, 1 << 20);
     expect(records.map((r) => JSON.parse(r.payload.toString())[0].i).sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
-    expect(statSync(join(dir, `${id}.log`)).size).toBe(before);
+    expect(statSync(seg).size).toBe(before);
     // Appends continue after the cut; a complete record with a wrong checksum is cut too.
     await again.append(id, Buffer.from('[{"i":50}]'));
     await again.close();
@@ -88,12 +89,60 @@ describe('local stream log', () => {
     bad.writeUInt32LE(4, 0);
     bad.writeUInt32LE(12345, 4);
     bad.write('[{}]', 8);
-    appendFileSync(join(dir, `${id}.log`), bad);
+    appendFileSync(seg, bad);
     const third = new LocalLog(dir, createLogger('silent'));
     const all = await third.read(id, 0, 1 << 20);
     expect(all).toHaveLength(51);
     expect(all[50].payload.toString()).toBe('[{"i":50}]');
     expect(await third.read(id, all[50].next, 1 << 20)).toEqual([]);
     await third.close();
+  });
+
+  it('rolls segments, and compaction deletes the ones wholly before an offset', async () => {
+    const sid = 'cd'.repeat(16);
+    // A log of the earlier one-file layout becomes the first segment.
+    writeFileSync(join(dir, `${sid}.log`), '');
+    const log = new LocalLog(dir, createLogger('silent'), 100);
+    for (let i = 0; i < 30; i++) await log.append(sid, Buffer.from(JSON.stringify([{ i, pad: 'x'.repeat(30) }])));
+    const segs = () => readdirSync(join(dir, sid)).sort();
+    expect(segs().length).toBeGreaterThan(5);
+    expect(existsSync(join(dir, `${sid}.log`))).toBe(false);
+    const all: { i: number; next: number }[] = [];
+    for (let off = 0; ; ) {
+      const rs = await log.read(sid, off, 1 << 20);
+      if (rs.length === 0) break;
+      for (const r of rs) all.push({ i: JSON.parse(r.payload.toString())[0].i, next: r.next });
+      off = rs[rs.length - 1].next;
+    }
+    expect(all.map((r) => r.i)).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    // Compact up to the end of record 14: segments ending at or before it go, the rest stay.
+    const count = segs().length;
+    const freed = await log.compact(sid, all[14].next);
+    expect(freed).toBeGreaterThan(0);
+    expect(segs().length).toBeLessThan(count);
+    const first = await log.start(sid);
+    expect(first).toBeLessThanOrEqual(all[14].next);
+    // A reader from the first kept offset (or from before it) still sees records 15..29.
+    const from = async (off: number, l = log) => {
+      const seen: number[] = [];
+      for (;;) {
+        const rs = await l.read(sid, off, 1 << 20);
+        if (rs.length === 0) return seen;
+        for (const r of rs) seen.push(JSON.parse(r.payload.toString())[0].i);
+        off = rs[rs.length - 1].next;
+      }
+    };
+    expect((await from(first)).slice(-15)).toEqual(Array.from({ length: 15 }, (_, i) => i + 15));
+    expect(await from(0)).toEqual(await from(first));
+    // Compacting everything keeps the last (written) segment; appends and a reopen continue.
+    await log.compact(sid, all[29].next);
+    expect(segs()).toHaveLength(1);
+    await log.append(sid, Buffer.from('[{"i":30}]'));
+    await log.close();
+    const again = new LocalLog(dir, createLogger('silent'), 100);
+    const kept = await from(await again.start(sid), again);
+    expect(kept.at(-1)).toBe(30);
+    expect(kept.length).toBeLessThan(5);
+    await again.close();
   });
 });
