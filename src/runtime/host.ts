@@ -93,6 +93,8 @@ const NET_WORKER = 'outpost-net';
 const MAX_DIRECT_ORIGINS = 16;
 /** A watchdog interval in which the runtime wanted the CPU for less than this share is idle. */
 const IDLE_SHARE = 0.2;
+/** The span over which that share is judged, ms. */
+const IDLE_WINDOW_MS = 20;
 /** Bodies up to this size are read whole instead of streamed. */
 const BUFFER_LIMIT = 256 * 1024;
 
@@ -122,7 +124,8 @@ interface Invocation {
   timer?: NodeJS.Timeout;
   /** The guest of a pool script it runs. */
   guest?: string;
-  startedAt: number;
+  /** Last time it was seen doing something (begun, a fetch() or binding call, an answer to one). */
+  lastActive: number;
   /** Stopped with its instance although it never got the CPU: it may be sent again. */
   retriable?: boolean;
 }
@@ -141,10 +144,12 @@ class Instance {
   /** Watchdog state: CPU at the last sample, continuous busy time without progress. */
   lastCpu?: number;
   lastRunnable = 0;
+  /** CPU wanted and wall time since the last idleness verdict, ns. */
+  windowWanted = 0;
+  windowWall = 0;
+  windowTotal = 0;
   lastSampleAt = 0;
   busyNs = 0;
-  /** When the current busy streak began (performance.now()). */
-  streakStart = 0;
   progress = false;
   baselineRss?: number;
   dead = false;
@@ -852,7 +857,7 @@ class MiniflareScriptHost implements ScriptHost {
         settle(inv.failure);
       },
       done: false,
-      startedAt: performance.now(),
+      lastActive: performance.now(),
     };
     const wall = opts.limits?.wallMs ?? this.wallMs;
     inv.timer = setTimeout(
@@ -896,6 +901,7 @@ class MiniflareScriptHost implements ScriptHost {
     const inv = typeof id === 'string' ? this.invocations.get(id) : undefined;
     if (!inv || inv.done || inv.failure || inv.tenant !== inst.tenant || inv.scriptId !== scriptId)
       return undefined;
+    inv.lastActive = performance.now();
     return inv;
   }
 
@@ -936,6 +942,7 @@ class MiniflareScriptHost implements ScriptHost {
         ? await opts.outbound(request, info)
         : await networkFetch(request);
       inst.progress = true;
+      if (inv) inv.lastActive = performance.now();
       await writeResponse(response, res);
     } catch (err) {
       if (err instanceof ScriptLimitError)
@@ -967,10 +974,12 @@ class MiniflareScriptHost implements ScriptHost {
       // it declines before touching the body when it cannot.
       if (handler.serve && (await handler.serve(req, res, info))) {
         inst.progress = true;
+        if (inv) inv.lastActive = performance.now();
         return;
       }
       const response = await handler.fetch(toRequest(req), info);
       inst.progress = true;
+      if (inv) inv.lastActive = performance.now();
       await writeResponse(response, res);
     } catch (err) {
       if (err instanceof ScriptLimitError && inv)
@@ -997,7 +1006,7 @@ class MiniflareScriptHost implements ScriptHost {
       for (const t of this.tenants.values()) if (t.instance) t.instance.lastCpu = undefined;
       return;
     }
-    const readings: [Instance, { cpu: number; runnable: number }][] = [];
+    const readings: [Instance, { cpu: number; runnable: number; total: number }][] = [];
     for (const inst of busy) {
       const reading = schedNs(inst.pid!);
       if (reading !== undefined) readings.push([inst, reading]);
@@ -1008,17 +1017,33 @@ class MiniflareScriptHost implements ScriptHost {
     setImmediate(() => this.judge(readings, at));
   }
 
-  private judge(readings: [Instance, { cpu: number; runnable: number }][], at: number): void {
-    for (const [inst, { cpu, runnable }] of readings) {
+  private judge(
+    readings: [Instance, { cpu: number; runnable: number; total: number }][],
+    at: number,
+  ): void {
+    for (const [inst, { cpu, runnable, total }] of readings) {
       if (inst.dead) continue;
       const wallNs = (at - inst.lastSampleAt) * 1e6;
       const used = inst.lastCpu === undefined ? 0 : cpu - inst.lastCpu;
       const wanted = runnable - inst.lastRunnable;
       // Progress, or a mostly idle interval (the runtime was sleeping, neither running nor waiting
       // for a core), ends a streak. Only CPU time really used counts toward the limit.
-      if (inst.lastCpu === undefined || inst.progress || wanted < wallNs * IDLE_SHARE) {
+      // The kernel updates these counters at its tick (a few ms), so one short interval can read
+      // zero for a thread that spins; idleness is judged over several intervals.
+      // The process's total CPU time (kept current for a spinning thread) must stand still too.
+      inst.windowWanted += wanted;
+      inst.windowWall += wallNs;
+      let idle = false;
+      if (inst.windowWall >= IDLE_WINDOW_MS * 1e6) {
+        idle =
+          inst.windowWanted < inst.windowWall * IDLE_SHARE && total === inst.windowTotal;
+        inst.windowWanted = 0;
+        inst.windowWall = 0;
+        inst.windowTotal = total;
+      }
+      if (inst.lastCpu === undefined || inst.progress || idle) {
         inst.busyNs = 0;
-        inst.streakStart = at;
+        if (inst.lastCpu === undefined || inst.progress) inst.windowWanted = inst.windowWall = 0;
       } else inst.busyNs += used;
       inst.lastSampleAt = at;
       inst.lastCpu = cpu;
@@ -1083,14 +1108,15 @@ class MiniflareScriptHost implements ScriptHost {
   }
 
   /**
-   * The in-flight invocations that may be holding a pool's only thread: those begun before the
-   * busy streak's first sampling interval ended (later ones cannot have started running).
+   * The in-flight invocation taken to hold a pool's only thread: the one silent the longest (a
+   * request that arrives while the thread spins cannot have run, and is silent for less). One
+   * that only waits on a timer while another spins would be taken instead: it fails, the other
+   * is sent again and is the suspect on its own next time.
    */
   private suspects(inst: Instance): Set<Invocation> {
-    const out = new Set<Invocation>();
-    for (const inv of inst.inflight)
-      if (inv.startedAt <= inst.streakStart + this.tickMs) out.add(inv);
-    return out.size > 0 ? out : new Set(inst.inflight);
+    let first: Invocation | undefined;
+    for (const inv of inst.inflight) if (!first || inv.lastActive < first.lastActive) first = inv;
+    return new Set(first ? [first] : []);
   }
 
   // ---------------------------------------------------------------- guests

@@ -226,7 +226,7 @@ export function wrapperSource(userMain: string, isEsm: boolean): string {
   const spec = JSON.stringify('./' + userMain);
   return `import { enter, run, wrapFetcher } from './${PRELUDE_MODULE}';
 import * as userModule from ${spec};
-${isEsm ? `export * from ${spec};\n` : ''}const INTERNAL = [${[H.invocation, H.url, H.key, H.grant].map((h) => JSON.stringify(h)).join(', ')}];
+${isEsm ? `export * from ${spec};\n` : ''}const INTERNAL = [${[H.invocation, H.url, H.key, H.grant, GUEST_HEADER].map((h) => JSON.stringify(h)).join(', ')}];
 const H_URL = ${JSON.stringify(H.url)};
 const H_ERR = ${JSON.stringify(H.scriptError)};
 const H_FAILURE = ${JSON.stringify(H.failure)};
