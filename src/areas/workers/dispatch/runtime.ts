@@ -1,9 +1,11 @@
 /**
  * Customer scripts in the runtime, and the `dispatch_namespace` binding that reaches them.
  *
- * Every customer script is its own runtime tenant (`dispatch:<namespace_id>:<script>`), i.e. its
- * own workerd process: a customer's runaway code is killed by the host's CPU watchdog without
- * touching another customer or the dispatcher. The dispatcher's `env.NS.get(name, args, opts)`
+ * A customer script (`dispatch:<namespace_id>:<script>`) is a guest of one of the pool scripts
+ * (`dispatch-pool:<n>`, a workerd process whose Worker Loader holds the guests): it is loaded in
+ * milliseconds, validated by loading it there without running a handler. A customer whose call
+ * overran its CPU (or memory) in a pool is quarantined: from then on it is its own runtime tenant,
+ * its own workerd process, as every customer was before pools. The dispatcher's `env.NS.get(name, args, opts)`
  * returns a fetcher whose calls go to this module's Node binding with the call's options in a
  * header; the host then runs the customer's script with the call's `limits` (CPU via the watchdog,
  * subrequests counted in the runtime) and, when the binding names an outbound script, hands every
@@ -305,7 +307,16 @@ export class DispatchRuntime {
         await this.ensurePool(pool);
         // A new id for every deploy: the loader's cache never hands out older code.
         const guest: Guest = { id: `${tenant}#${++this.deploys}`, opts };
-        await host.checkGuest(pool, POOL_SCRIPT, guest);
+        try {
+          await host.checkGuest(pool, POOL_SCRIPT, guest);
+        } catch (err) {
+          if (err instanceof ScriptError) throw err;
+          // The pool did not answer (restarting, overloaded): the script gets its own process.
+          this.ctx.log.warn({ err, tenant }, 'pool unavailable; customer script loaded on its own');
+          await host.load(tenant, MAIN, opts);
+          this.live.set(tenant, { etag: script.etag, script, namespace: ns });
+          return;
+        }
         const prev = this.live.get(tenant);
         if (prev?.pool) host.dropGuest(prev.pool.guest.id);
         this.live.set(tenant, {
