@@ -449,18 +449,18 @@ class MiniflareScriptHost implements ScriptHost {
           ...userModules.filter((m) => m.path !== `${MODULE_ROOT}/${opts.mainModule}`),
         ]
       : [
-      {
-        type: 'ESModule' as const,
-        path: `${MODULE_ROOT}/${WRAPPER_MODULE}`,
-        contents: wrapperSource(opts.mainModule, main.type === 'esm'),
-      },
-      {
-        type: 'ESModule' as const,
-        path: `${MODULE_ROOT}/${PRELUDE_MODULE}`,
-        contents: preludeSource(),
-      },
-      ...userModules,
-    ];
+          {
+            type: 'ESModule' as const,
+            path: `${MODULE_ROOT}/${WRAPPER_MODULE}`,
+            contents: wrapperSource(opts.mainModule, main.type === 'esm'),
+          },
+          {
+            type: 'ESModule' as const,
+            path: `${MODULE_ROOT}/${PRELUDE_MODULE}`,
+            contents: preludeSource(),
+          },
+          ...userModules,
+        ];
     const flags = [...(opts.compatibilityFlags ?? [])];
     if (!flags.some((f) => f === 'nodejs_compat' || f === 'nodejs_als')) flags.push('nodejs_als');
     const node = { external: { address: nodeAddress, http: {} } };
@@ -1035,8 +1035,7 @@ class MiniflareScriptHost implements ScriptHost {
       inst.windowWall += wallNs;
       let idle = false;
       if (inst.windowWall >= IDLE_WINDOW_MS * 1e6) {
-        idle =
-          inst.windowWanted < inst.windowWall * IDLE_SHARE && total === inst.windowTotal;
+        idle = inst.windowWanted < inst.windowWall * IDLE_SHARE && total === inst.windowTotal;
         inst.windowWanted = 0;
         inst.windowWall = 0;
         inst.windowTotal = total;
@@ -1184,7 +1183,11 @@ class MiniflareScriptHost implements ScriptHost {
     }
     env[CONFIG_BINDING] = { nodeBindings };
     const modules = [
-      { name: WRAPPER_MODULE, type: 'esm', content: wrapperSource(opts.mainModule, main.type === 'esm') },
+      {
+        name: WRAPPER_MODULE,
+        type: 'esm',
+        content: wrapperSource(opts.mainModule, main.type === 'esm'),
+      },
       { name: PRELUDE_MODULE, type: 'esm', content: preludeSource(inst.key) },
       ...opts.modules.map((m) => ({
         name: m.name,
@@ -1203,7 +1206,10 @@ class MiniflareScriptHost implements ScriptHost {
       env,
       nodeBindings,
     });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
   }
 

@@ -124,9 +124,7 @@ export function rssBytes(pid: number): number | undefined {
  * time it wanted the CPU: a spinning script on a crowded machine waits much and runs little, an
  * idle one does neither. Without schedstat, the wait counts as zero.
  */
-export function schedNs(
-  pid: number,
-): { cpu: number; runnable: number; total: number } | undefined {
+export function schedNs(pid: number): { cpu: number; runnable: number; total: number } | undefined {
   // All threads' CPU time, in clock ticks: coarse, but kept current by the kernel even for a
   // thread that spins on a core (the main thread's schedstat can lag then).
   const total = readStat(pid)?.cpuNs;
