@@ -52,7 +52,14 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options | 'help' {
-  const o: Options = { seconds: 5, rounds: 3, warmup: 1, connections: 32, customers: 1000, fresh: 5 };
+  const o: Options = {
+    seconds: 5,
+    rounds: 3,
+    warmup: 1,
+    connections: 32,
+    customers: 1000,
+    fresh: 5,
+  };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
     if (flag === '--help' || flag === '-h') return 'help';
@@ -217,7 +224,7 @@ export async function main(argv: string[]): Promise<number> {
         ['new customer script', 'median ms', 'max ms'],
         [
           [
-            'PUT answered (validated: loaded by a pool\'s Worker Loader)',
+            "PUT answered (validated: loaded by a pool's Worker Loader)",
             ms(median(putMs)),
             ms(Math.max(...putMs)),
           ],
