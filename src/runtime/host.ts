@@ -13,6 +13,7 @@ import {
   ScriptError,
   ScriptLimitError,
   type FetchContext,
+  type Guest,
   type InvocationInfo,
   type LoadOptions,
   type NodeBinding,
@@ -23,6 +24,9 @@ import {
 } from './index.ts';
 import {
   CONFIG_BINDING,
+  GUEST_CODE_HEADER,
+  GUEST_HEADER,
+  GUEST_PROBE_HEADER,
   H,
   NET_BINDING,
   NET_KEY_BINDING,
@@ -89,6 +93,8 @@ const NET_WORKER = 'outpost-net';
 const MAX_DIRECT_ORIGINS = 16;
 /** A watchdog interval in which the runtime wanted the CPU for less than this share is idle. */
 const IDLE_SHARE = 0.2;
+/** The span over which that share is judged, ms. */
+const IDLE_WINDOW_MS = 20;
 /** Bodies up to this size are read whole instead of streamed. */
 const BUFFER_LIMIT = 256 * 1024;
 
@@ -116,6 +122,12 @@ interface Invocation {
   fail(f: Omit<ScriptFailure, 'tenant' | 'scriptId'>): void;
   done: boolean;
   timer?: NodeJS.Timeout;
+  /** The guest of a pool script it runs. */
+  guest?: string;
+  /** Last time it was seen doing something (begun, a fetch() or binding call, an answer to one). */
+  lastActive: number;
+  /** Stopped with its instance although it never got the CPU: it may be sent again. */
+  retriable?: boolean;
 }
 
 class Instance {
@@ -132,6 +144,10 @@ class Instance {
   /** Watchdog state: CPU at the last sample, continuous busy time without progress. */
   lastCpu?: number;
   lastRunnable = 0;
+  /** CPU wanted and wall time since the last idleness verdict, ns. */
+  windowWanted = 0;
+  windowWall = 0;
+  windowTotal = 0;
   lastSampleAt = 0;
   busyNs = 0;
   progress = false;
@@ -179,6 +195,8 @@ export function createScriptHost(opts: HostOptions): ScriptHost {
 class MiniflareScriptHost implements ScriptHost {
   private readonly tenants = new Map<string, Tenant>();
   private readonly invocations = new Map<string, Invocation>();
+  /** Code of pool scripts' guests, by id. */
+  private readonly guests = new Map<string, LoadOptions>();
   private readonly log: Logger;
   private readonly cpuSlackNs: number;
   private readonly tickMs: number;
@@ -389,11 +407,24 @@ class MiniflareScriptHost implements ScriptHost {
     for (const [name, b] of Object.entries(opts.bindings ?? {}))
       if (b.type === 'service') handlers.set(name, b);
     const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+      if (opts.loader && req.headers[GUEST_CODE_HEADER] !== undefined)
+        return this.serveGuestCode(inst, req, res);
       const binding = req.headers[H.binding];
-      const handler = typeof binding === 'string' ? handlers.get(binding) : undefined;
+      // A guest's binding calls resolve against the guest's bindings (its invocation says which).
+      const inv = opts.loader ? this.invocationFor(inst, scriptId, req) : undefined;
+      const guestBinding =
+        inv?.guest !== undefined && typeof binding === 'string'
+          ? inv.opts.bindings?.[binding]
+          : undefined;
+      const handler =
+        guestBinding?.type === 'service'
+          ? guestBinding
+          : typeof binding === 'string' && inv?.guest === undefined
+            ? handlers.get(binding)
+            : undefined;
       const served = handler
         ? this.serveBinding(inst, scriptId, handler, req, res)
-        : this.serveOutbound(inst, scriptId, opts, req, res);
+        : this.serveOutbound(inst, scriptId, inv?.guest !== undefined ? inv.opts : opts, req, res);
       served.catch((err: unknown) => {
         this.log.error({ err, tenant: inst.tenant, scriptId }, 'outbound handling failed');
         refuse(res, 'internal error');
@@ -406,23 +437,30 @@ class MiniflareScriptHost implements ScriptHost {
 
   private workerOptions(name: string, opts: LoadOptions, nodeAddress: string): WorkerOptions {
     const main = opts.modules.find((m) => m.name === opts.mainModule)!;
-    const modules = [
-      {
-        type: 'ESModule' as const,
-        path: `${MODULE_ROOT}/${WRAPPER_MODULE}`,
-        contents: wrapperSource(opts.mainModule, main.type === 'esm'),
-      },
-      {
-        type: 'ESModule' as const,
-        path: `${MODULE_ROOT}/${PRELUDE_MODULE}`,
-        contents: preludeSource(),
-      },
-      ...opts.modules.map((m) => ({
-        type: MODULE_TYPES[m.type],
-        path: `${MODULE_ROOT}/${m.name}`,
-        contents: m.content,
-      })),
-    ];
+    const userModules = opts.modules.map((m) => ({
+      type: MODULE_TYPES[m.type],
+      path: `${MODULE_ROOT}/${m.name}`,
+      contents: m.content,
+    }));
+    // A pool script is host code: its main module runs as is, first in the list.
+    const modules = opts.loader
+      ? [
+          ...userModules.filter((m) => m.path === `${MODULE_ROOT}/${opts.mainModule}`),
+          ...userModules.filter((m) => m.path !== `${MODULE_ROOT}/${opts.mainModule}`),
+        ]
+      : [
+          {
+            type: 'ESModule' as const,
+            path: `${MODULE_ROOT}/${WRAPPER_MODULE}`,
+            contents: wrapperSource(opts.mainModule, main.type === 'esm'),
+          },
+          {
+            type: 'ESModule' as const,
+            path: `${MODULE_ROOT}/${PRELUDE_MODULE}`,
+            contents: preludeSource(),
+          },
+          ...userModules,
+        ];
     const flags = [...(opts.compatibilityFlags ?? [])];
     if (!flags.some((f) => f === 'nodejs_compat' || f === 'nodejs_als')) flags.push('nodejs_als');
     const node = { external: { address: nodeAddress, http: {} } };
@@ -447,6 +485,7 @@ class MiniflareScriptHost implements ScriptHost {
       outboundService: node,
       wrappedBindings: { [NET_BINDING]: { scriptName: NET_WORKER } },
       unsafeDirectSockets: [{ host: '127.0.0.1', port: 0 }],
+      ...(opts.loader ? { workerLoaders: { [opts.loader]: {} } } : {}),
     } as WorkerOptions;
   }
 
@@ -606,6 +645,7 @@ class MiniflareScriptHost implements ScriptHost {
       body?: Readable;
     },
     ctx: FetchContext,
+    again = true,
   ): Promise<Response | { res: IncomingMessage; done: () => void }> {
     const t = this.tenants.get(tenant);
     const opts = t?.scripts.get(scriptId);
@@ -632,12 +672,18 @@ class MiniflareScriptHost implements ScriptHost {
         tenant,
         scriptId,
       });
-    const inv = this.begin(inst, tenant, scriptId, scriptOpts, ctx.context, ctx.limits);
+    const guest = scriptOpts.loader ? ctx.guest : undefined;
+    if (scriptOpts.loader && !guest) throw new Error(`a call to the pool ${tenant} names no guest`);
+    const runOpts = guest?.opts ?? scriptOpts;
+    if (guest) this.guests.set(guest.id, guest.opts);
+    const inv = this.begin(inst, tenant, scriptId, runOpts, ctx.context, ctx.limits);
+    inv.guest = guest?.id;
     const { headers } = req;
     headers[H.invocation] = inv.id;
     headers[H.url] = req.url;
     headers[H.key] = inst.key;
-    headers[H.grant] = JSON.stringify(this.grant(t, inst, scriptOpts, ctx));
+    headers[H.grant] = JSON.stringify(this.grant(t, inst, runOpts, guest ? {} : ctx));
+    if (guest) headers[GUEST_HEADER] = guest.id;
     headers.host = new URL(req.url).host;
     if (ctx.cf) headers[H.cfBlob] = JSON.stringify(ctx.cf);
     if (!req.body) headers['content-length'] ??= '0';
@@ -665,6 +711,10 @@ class MiniflareScriptHost implements ScriptHost {
     if (!(res instanceof http.IncomingMessage)) {
       pending.request?.destroy();
       this.end(inv);
+      // Stopped with a pool instance whose CPU another guest took: it never ran, so a bodiless
+      // request is sent once more (to the fresh instance).
+      if (inv.retriable && again && !req.body && !this.closed)
+        return this.call(tenant, scriptId, req, ctx, false);
       return errorResponse(res);
     }
     inst.progress = true;
@@ -807,6 +857,7 @@ class MiniflareScriptHost implements ScriptHost {
         settle(inv.failure);
       },
       done: false,
+      lastActive: performance.now(),
     };
     const wall = opts.limits?.wallMs ?? this.wallMs;
     inv.timer = setTimeout(
@@ -850,6 +901,7 @@ class MiniflareScriptHost implements ScriptHost {
     const inv = typeof id === 'string' ? this.invocations.get(id) : undefined;
     if (!inv || inv.done || inv.failure || inv.tenant !== inst.tenant || inv.scriptId !== scriptId)
       return undefined;
+    inv.lastActive = performance.now();
     return inv;
   }
 
@@ -882,6 +934,7 @@ class MiniflareScriptHost implements ScriptHost {
       tenant: inv.tenant,
       scriptId,
       context: inv.context,
+      guest: inv.guest,
       subrequests: inv.subrequests,
     };
     try {
@@ -889,6 +942,7 @@ class MiniflareScriptHost implements ScriptHost {
         ? await opts.outbound(request, info)
         : await networkFetch(request);
       inst.progress = true;
+      if (inv) inv.lastActive = performance.now();
       await writeResponse(response, res);
     } catch (err) {
       if (err instanceof ScriptLimitError)
@@ -907,7 +961,12 @@ class MiniflareScriptHost implements ScriptHost {
     inst.progress = true;
     const id = req.headers[H.invocation];
     const inv = this.invocationFor(inst, scriptId, req);
-    const info: InvocationInfo = { tenant: inst.tenant, scriptId, context: inv?.context };
+    const info: InvocationInfo = {
+      tenant: inst.tenant,
+      scriptId,
+      context: inv?.context,
+      guest: inv?.guest,
+    };
     if (typeof id === 'string' && !inv)
       return refuse(res, 'the request this binding call belongs to has ended');
     try {
@@ -915,10 +974,12 @@ class MiniflareScriptHost implements ScriptHost {
       // it declines before touching the body when it cannot.
       if (handler.serve && (await handler.serve(req, res, info))) {
         inst.progress = true;
+        if (inv) inv.lastActive = performance.now();
         return;
       }
       const response = await handler.fetch(toRequest(req), info);
       inst.progress = true;
+      if (inv) inv.lastActive = performance.now();
       await writeResponse(response, res);
     } catch (err) {
       if (err instanceof ScriptLimitError && inv)
@@ -945,7 +1006,7 @@ class MiniflareScriptHost implements ScriptHost {
       for (const t of this.tenants.values()) if (t.instance) t.instance.lastCpu = undefined;
       return;
     }
-    const readings: [Instance, { cpu: number; runnable: number }][] = [];
+    const readings: [Instance, { cpu: number; runnable: number; total: number }][] = [];
     for (const inst of busy) {
       const reading = schedNs(inst.pid!);
       if (reading !== undefined) readings.push([inst, reading]);
@@ -956,24 +1017,41 @@ class MiniflareScriptHost implements ScriptHost {
     setImmediate(() => this.judge(readings, at));
   }
 
-  private judge(readings: [Instance, { cpu: number; runnable: number }][], at: number): void {
-    for (const [inst, { cpu, runnable }] of readings) {
+  private judge(
+    readings: [Instance, { cpu: number; runnable: number; total: number }][],
+    at: number,
+  ): void {
+    for (const [inst, { cpu, runnable, total }] of readings) {
       if (inst.dead) continue;
       const wallNs = (at - inst.lastSampleAt) * 1e6;
       const used = inst.lastCpu === undefined ? 0 : cpu - inst.lastCpu;
       const wanted = runnable - inst.lastRunnable;
       // Progress, or a mostly idle interval (the runtime was sleeping, neither running nor waiting
       // for a core), ends a streak. Only CPU time really used counts toward the limit.
-      if (inst.lastCpu === undefined || inst.progress || wanted < wallNs * IDLE_SHARE)
+      // The kernel updates these counters at its tick (a few ms), so one short interval can read
+      // zero for a thread that spins; idleness is judged over several intervals.
+      // The process's total CPU time (kept current for a spinning thread) must stand still too.
+      inst.windowWanted += wanted;
+      inst.windowWall += wallNs;
+      let idle = false;
+      if (inst.windowWall >= IDLE_WINDOW_MS * 1e6) {
+        idle = inst.windowWanted < inst.windowWall * IDLE_SHARE && total === inst.windowTotal;
+        inst.windowWanted = 0;
+        inst.windowWall = 0;
+        inst.windowTotal = total;
+      }
+      if (inst.lastCpu === undefined || inst.progress || idle) {
         inst.busyNs = 0;
-      else inst.busyNs += used;
+        if (inst.lastCpu === undefined || inst.progress) inst.windowWanted = inst.windowWall = 0;
+      } else inst.busyNs += used;
       inst.lastSampleAt = at;
       inst.lastCpu = cpu;
       inst.lastRunnable = runnable;
       inst.progress = false;
       let cpuMs = 0;
       let memMb = 0;
-      for (const inv of inst.inflight) {
+      const pool = this.isPool(inst);
+      for (const inv of pool ? this.suspects(inst) : inst.inflight) {
         cpuMs = Math.max(cpuMs, inv.cpuMs);
         memMb = Math.max(memMb, inv.opts.limits?.memoryMb ?? 0);
       }
@@ -982,7 +1060,8 @@ class MiniflareScriptHost implements ScriptHost {
         this.kill(inst, 'cpu', `Exceeded the CPU time limit (${cpuMs} ms)`);
         continue;
       }
-      if (inst.baselineRss !== undefined) {
+      // A pool's resident set grows with the guests its loader holds: not a guest's overrun.
+      if (inst.baselineRss !== undefined && !pool) {
         const rss = rssBytes(inst.pid!);
         const limit = Math.max(memMb * 1024 * 1024, this.memoryFloor);
         if (rss !== undefined && rss - inst.baselineRss > limit)
@@ -1002,7 +1081,16 @@ class MiniflareScriptHost implements ScriptHost {
       { tenant: inst.tenant, pid: inst.pid, kind, inflight: inst.inflight.size },
       `runtime instance stopped: ${message}`,
     );
-    for (const inv of inst.inflight) inv.fail({ kind, message });
+    // In a pool only the invocations that could have held the CPU are failed with the overrun;
+    // the others never ran and may be sent again.
+    const suspects = this.isPool(inst) ? this.suspects(inst) : inst.inflight;
+    for (const inv of inst.inflight) {
+      if (suspects.has(inv)) inv.fail({ kind, message });
+      else {
+        inv.retriable = true;
+        inv.fail({ kind: 'unavailable', message: 'the runtime instance was stopped' });
+      }
+    }
     void this.dispose(inst);
     if (t?.instance === inst) {
       t.instance = undefined;
@@ -1011,6 +1099,118 @@ class MiniflareScriptHost implements ScriptHost {
           this.log.error({ err, tenant: t.name }, 'runtime instance restart failed'),
         );
     }
+  }
+
+  private isPool(inst: Instance): boolean {
+    for (const o of inst.scripts.values()) if (o.loader) return true;
+    return false;
+  }
+
+  /**
+   * The in-flight invocation taken to hold a pool's only thread: the one silent the longest (a
+   * request that arrives while the thread spins cannot have run, and is silent for less). One
+   * that only waits on a timer while another spins would be taken instead: it fails, the other
+   * is sent again and is the suspect on its own next time.
+   */
+  private suspects(inst: Instance): Set<Invocation> {
+    let first: Invocation | undefined;
+    for (const inv of inst.inflight) if (!first || inv.lastActive < first.lastActive) first = inv;
+    return new Set(first ? [first] : []);
+  }
+
+  // ---------------------------------------------------------------- guests
+
+  async checkGuest(tenant: string, scriptId: string, guest: Guest): Promise<void> {
+    checkOptions(guest.opts);
+    const t = this.tenants.get(tenant);
+    if (!t?.scripts.get(scriptId)?.loader)
+      throw new Error(`${scriptId} of ${tenant} is not a pool script`);
+    this.guests.set(guest.id, guest.opts);
+    const inst = await this.running(t);
+    const url = inst.urls.get(scriptId);
+    if (!url) throw new Error('the pool script is being replaced');
+    const res = await this.send(
+      url,
+      'GET',
+      {
+        [H.key]: inst.key,
+        [GUEST_HEADER]: guest.id,
+        [GUEST_PROBE_HEADER]: '1',
+        host: 'probe',
+        'content-length': '0',
+      },
+      undefined,
+      {},
+    );
+    const text = await new Promise<string>((resolve) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', () => resolve(''));
+    });
+    if (res.statusCode === 204) return;
+    this.guests.delete(guest.id);
+    if (res.statusCode !== 422) throw new Error(`the pool answered ${res.statusCode}: ${text}`);
+    // "Failed to start Worker:\nUncaught SyntaxError: …\n  at index.js:3:9"
+    const m = /(?:Uncaught )?([^\n]*?(?:Error|Exception)[^\n]*)(?:\n\s+at ([^\n]+))?/.exec(
+      text.replace(/^Failed to start Worker:\s*/, ''),
+    );
+    if (m) throw new ScriptError(m[1].trim(), m[2]?.trim().replace(/^\(|\)$/g, ''), guest.id);
+    throw new ScriptError(text.trim() || 'the script did not start', undefined, guest.id);
+  }
+
+  dropGuest(id: string): void {
+    this.guests.delete(id);
+  }
+
+  /** A pool script asks for a guest's code (its loader does not hold it). */
+  private serveGuestCode(inst: Instance, req: IncomingMessage, res: ServerResponse): void {
+    if (req.headers[H.key] !== inst.key) return refuse(res, 'not the runtime');
+    const id = req.headers[GUEST_HEADER];
+    const opts = typeof id === 'string' ? this.guests.get(id) : undefined;
+    if (!opts) {
+      res.writeHead(404).end();
+      return;
+    }
+    const main = opts.modules.find((m) => m.name === opts.mainModule)!;
+    const flags = [...(opts.compatibilityFlags ?? [])];
+    if (!flags.some((f) => f === 'nodejs_compat' || f === 'nodejs_als')) flags.push('nodejs_als');
+    const env: Record<string, unknown> = {};
+    const nodeBindings: string[] = [];
+    for (const [name, b] of Object.entries(opts.bindings ?? {})) {
+      if (b.type === 'service') nodeBindings.push(name);
+      else env[name] = b.value;
+    }
+    env[CONFIG_BINDING] = { nodeBindings };
+    const modules = [
+      {
+        name: WRAPPER_MODULE,
+        type: 'esm',
+        content: wrapperSource(opts.mainModule, main.type === 'esm'),
+      },
+      { name: PRELUDE_MODULE, type: 'esm', content: preludeSource(inst.key) },
+      ...opts.modules.map((m) => ({
+        name: m.name,
+        type: m.type,
+        content:
+          typeof m.content === 'string' && m.type !== 'data' && m.type !== 'wasm'
+            ? m.content
+            : Buffer.from(m.content).toString('base64'),
+      })),
+    ];
+    const body = JSON.stringify({
+      compatibilityDate: opts.compatibilityDate ?? this.compatibilityDate,
+      compatibilityFlags: flags,
+      mainModule: WRAPPER_MODULE,
+      modules,
+      env,
+      nodeBindings,
+    });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
   }
 
   async close(): Promise<void> {

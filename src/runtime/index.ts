@@ -78,6 +78,8 @@ export interface InvocationInfo {
   scriptId: string;
   /** Whatever the caller passed as `ctx.context` to `host.fetch` (undefined outside one). */
   context?: unknown;
+  /** The guest of a pool script the invocation ran (its id), if any. */
+  guest?: string;
   /** Subrequests made so far by this invocation, this one included (outbound only). */
   subrequests?: number;
 }
@@ -135,6 +137,20 @@ export interface LoadOptions {
   outbound?: (req: Request, info: InvocationInfo) => Promise<Response>;
   /** Builds the caller's answer for a failure (default: `defaultFailureResponse`). */
   errorResponse?: (failure: ScriptFailure) => Response;
+  /**
+   * Makes this a pool script: a Worker Loader binding of this name is added, and the main module
+   * is host code taken as is (no wrapper). Requests to it carry a `guest` (see `FetchContext`).
+   */
+  loader?: string;
+}
+
+/**
+ * A script run by a pool script's Worker Loader inside the pool's process: `id` names it in the
+ * loader's cache (a new id for new code), `opts` are its modules, bindings, outbound and limits.
+ */
+export interface Guest {
+  id: string;
+  opts: LoadOptions;
 }
 
 export interface FetchContext {
@@ -156,6 +172,8 @@ export interface FetchContext {
    * call to a customer's script).
    */
   limits?: Pick<ScriptLimits, 'cpuMs' | 'subrequests'>;
+  /** The call is for this guest of the (pool) script. */
+  guest?: Guest;
 }
 
 export interface DirectOrigin {
@@ -208,6 +226,13 @@ export interface ScriptHost {
     ctx: ServeContext,
   ): Promise<void>;
   unload(tenant: string, scriptId: string): Promise<void>;
+  /**
+   * Loads `guest` into the pool script's Worker Loader without running any of its handlers;
+   * throws `ScriptError` (with the location) if it does not start.
+   */
+  checkGuest(tenant: string, scriptId: string, guest: Guest): Promise<void>;
+  /** Forgets a guest's code (it was replaced or deleted). */
+  dropGuest(id: string): void;
   has(tenant: string, scriptId: string): boolean;
   close(): Promise<void>;
 }
@@ -245,3 +270,4 @@ export {
   FAILURE_HEADER,
   type HostOptions,
 } from './host.ts';
+export { poolSource } from './modules.ts';

@@ -55,6 +55,12 @@ export interface Grant {
 
 export const PRELUDE_MODULE = '__outpost_prelude.js';
 export const WRAPPER_MODULE = '__outpost_main.js';
+/** On a request to a pool script: the id of the guest the request is for. */
+export const GUEST_HEADER = 'x-outpost-rt-guest';
+/** On a pool script's request to Node: it asks for the guest's code. */
+export const GUEST_CODE_HEADER = 'x-outpost-rt-guest-code';
+/** On a request to a pool script: load the guest and report whether it starts; run nothing. */
+export const GUEST_PROBE_HEADER = 'x-outpost-rt-guest-probe';
 /** JSON binding with the wrapper's settings; removed from the user's `env`. */
 export const CONFIG_BINDING = '__OUTPOST_RUNTIME';
 /** The wrapped binding the prelude claims (origin connections and the instance key). */
@@ -80,7 +86,12 @@ export function netSource(origins: number): string {
 `;
 }
 
-export function preludeSource(): string {
+/**
+ * `embeddedKey`: the prelude of a guest (a script a pool script loads with its Worker Loader),
+ * which has no net binding of its own: the instance key is a constant of this module (not
+ * exported, so user code cannot read it) and every `fetch()` goes through the host.
+ */
+export function preludeSource(embeddedKey?: string): string {
   return `import * as workers from 'cloudflare:workers';
 import { AsyncLocalStorage } from 'node:async_hooks';
 const als = new AsyncLocalStorage();
@@ -98,7 +109,7 @@ const MAX_REDIRECTS = 20;
 const nativeFetch = globalThis.fetch;
 // Claimed before any user module is evaluated; on a runtime without an importable env, at the
 // first request (user code cannot reach env before that).
-let net;
+let net = ${embeddedKey === undefined ? 'undefined' : `{ key: ${JSON.stringify(embeddedKey)}, origins: [] }`};
 function claim(env) {
   if (net === undefined && env !== undefined && env !== null && env[NET] !== undefined) net = env[NET].claim();
   return net;
@@ -215,7 +226,7 @@ export function wrapperSource(userMain: string, isEsm: boolean): string {
   const spec = JSON.stringify('./' + userMain);
   return `import { enter, run, wrapFetcher } from './${PRELUDE_MODULE}';
 import * as userModule from ${spec};
-${isEsm ? `export * from ${spec};\n` : ''}const INTERNAL = [${[H.invocation, H.url, H.key, H.grant].map((h) => JSON.stringify(h)).join(', ')}];
+${isEsm ? `export * from ${spec};\n` : ''}const INTERNAL = [${[H.invocation, H.url, H.key, H.grant, GUEST_HEADER].map((h) => JSON.stringify(h)).join(', ')}];
 const H_URL = ${JSON.stringify(H.url)};
 const H_ERR = ${JSON.stringify(H.scriptError)};
 const H_FAILURE = ${JSON.stringify(H.failure)};
@@ -277,6 +288,72 @@ export default {
       return new Response(null, { status: 500, headers: { [H_FAILURE]: JSON.stringify(state.failure) } });
     }
     return res;
+  },
+};
+`;
+}
+
+/**
+ * Main module of a pool script (host code, not wrapped): every request names a guest; the guest
+ * is taken from the Worker Loader's cache or loaded with the code Node hands out for its id, and
+ * the request (host headers included: the guest's own wrapper checks the key and opens the
+ * invocation) goes to it. Guests' `fetch()` and Node bindings go to the pool's Node binding.
+ */
+export function poolSource(loader: string, node: string): string {
+  return `const H_KEY = ${JSON.stringify(H.key)};
+const H_GUEST = ${JSON.stringify(GUEST_HEADER)};
+const H_CODE = ${JSON.stringify(GUEST_CODE_HEADER)};
+const H_PROBE = ${JSON.stringify(GUEST_PROBE_HEADER)};
+let key;
+function b64(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out.buffer;
+}
+function code(env, id) {
+  return async () => {
+    const res = await env[${JSON.stringify(node)}].fetch('http://outpost/guest', { headers: { [H_KEY]: key, [H_GUEST]: id, [H_CODE]: '1' } });
+    if (!res.ok) throw new Error('Worker not found.');
+    const c = await res.json();
+    const modules = {};
+    for (const m of c.modules) {
+      if (m.type === 'esm') modules[m.name] = { js: m.content };
+      else if (m.type === 'commonjs') modules[m.name] = { cjs: m.content };
+      else if (m.type === 'text') modules[m.name] = { text: m.content };
+      else if (m.type === 'data') modules[m.name] = { data: b64(m.content) };
+      else if (m.type === 'wasm') modules[m.name] = { wasm: b64(m.content) };
+    }
+    const guestEnv = c.env;
+    for (const n of c.nodeBindings) guestEnv[n] = env[${JSON.stringify(node)}];
+    return {
+      compatibilityDate: c.compatibilityDate,
+      compatibilityFlags: c.compatibilityFlags,
+      mainModule: c.mainModule,
+      modules,
+      env: guestEnv,
+      globalOutbound: env[${JSON.stringify(node)}],
+    };
+  };
+}
+export default {
+  async fetch(request, env) {
+    key ??= env.${NET_BINDING}.claim().key;
+    if (request.headers.get(H_KEY) !== key) return new Response('Forbidden', { status: 403 });
+    const id = request.headers.get(H_GUEST);
+    if (id === null) return new Response('no guest named', { status: 400 });
+    const worker = env[${JSON.stringify(loader)}].get(id, code(env, id));
+    if (request.headers.get(H_PROBE) !== null) {
+      try {
+        // Without the key the guest's wrapper answers 403 and runs no user code.
+        const res = await worker.getEntrypoint().fetch('http://probe/');
+        await res.body?.cancel();
+        return new Response(null, { status: 204 });
+      } catch (e) {
+        return new Response(String(e?.message ?? e), { status: 422 });
+      }
+    }
+    return worker.getEntrypoint().fetch(request);
   },
 };
 `;

@@ -124,13 +124,17 @@ export function rssBytes(pid: number): number | undefined {
  * time it wanted the CPU: a spinning script on a crowded machine waits much and runs little, an
  * idle one does neither. Without schedstat, the wait counts as zero.
  */
-export function schedNs(pid: number): { cpu: number; runnable: number } | undefined {
+export function schedNs(pid: number): { cpu: number; runnable: number; total: number } | undefined {
+  // All threads' CPU time, in clock ticks: coarse, but kept current by the kernel even for a
+  // thread that spins on a core (the main thread's schedstat can lag then).
+  const total = readStat(pid)?.cpuNs;
+  if (total === undefined) return undefined;
   try {
     const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'latin1').split(' ').map(Number);
-    if (Number.isFinite(run) && Number.isFinite(wait)) return { cpu: run, runnable: run + wait };
+    if (Number.isFinite(run) && Number.isFinite(wait))
+      return { cpu: run, runnable: run + wait, total };
   } catch {
     // no schedstat: fall through
   }
-  const cpu = readStat(pid)?.cpuNs;
-  return cpu === undefined ? undefined : { cpu, runnable: cpu };
+  return { cpu: total, runnable: total, total };
 }

@@ -14,20 +14,32 @@
  *   deploy with `metadata.assets.jwt`; served with content types, ETags, `html_handling`,
  *   `not_found_handling` and `run_worker_first`; an `assets` binding fetches them from the script.
  * - The `dispatch_namespace` binding: `env.NS.get(name, args, {limits: {cpuMs, subRequests},
- *   outbound})` (runtime.ts). Each customer script is its own runtime tenant (own process); a
- *   call is piped from the dispatcher's runtime through Node to the customer's without Fetch API
- *   objects (the binding's `serve`). The installed workerd offers a Worker Loader, which would run
- *   customers inside the dispatcher's process; it is not used because a CPU overrun can only be
- *   stopped by killing a process, and that must not take the dispatcher and the other customers
- *   with it.
+ *   outbound})` (runtime.ts). Customer scripts are guests of a small pool of runtime processes
+ *   (two workerd processes, each with a Worker Loader): a new script is loaded into its pool's
+ *   loader in milliseconds instead of starting a process, and a thousand customers cost a thousand
+ *   isolates, not a thousand processes. A call is piped from the dispatcher's runtime through Node
+ *   to the pool, which hands it to the guest (the binding's `serve`); Node stays in that path
+ *   because it opens the invocation the limits, the outbound script and the watchdog hang on.
  *
- * LIMITATIONS: a customer script is a workerd process (about 50 MB; `--runtime-max-instances`
- * caps how many run, idle ones stop and start again in ~0.3 s on their next request); the CPU
- * limit is enforced by the host's watchdog, so it acts after `cpuMs` plus the runtime's CPU slack;
- * assets-only scripts (no main module) and service-worker scripts are not offered; a server keeps
- * which version of a customer script it has loaded in memory, so with several nodes a re-upload
- * reaches the other nodes' running copy only when that copy restarts; a dispatched call still
- * crosses Node once (the runtime → Node binding → customer's runtime).
+ * Why a pool plus quarantine: a CPU overrun can only be stopped by killing a process (the loader
+ *   has no CPU limit of its own that this runtime version confirms), and a pool's process runs
+ *   every guest on one thread. So the watchdog kills the pool; the invocation silent the longest
+ *   (the one holding the thread) fails with `Worker exceeded CPU time limit.`, the other in-flight
+ *   calls never ran and bodiless ones are sent again to the restarted pool, and the offending
+ *   customer runs in its own process from then on (the previous design, kept for it). Measured:
+ *   the loop test's other customer answers after the pool restart (~0.3 s later than with one
+ *   process per customer) instead of at once; the dispatcher (its own process) is untouched.
+ *
+ * LIMITATIONS: while a pooled guest spins, the other guests of its pool wait for the kill (cpuMs
+ * plus the runtime's CPU slack) and the restart; an in-flight call with a body in that pool fails
+ * with `Worker is unavailable.`; a guest waiting only on a timer while another spins may be taken
+ * for the spinner (it fails, the spinner is sent again and caught next time); the pools'
+ * memory is not watched per guest; quarantine is remembered per server until it restarts; the
+ * CPU limit acts after `cpuMs` plus the runtime's CPU slack; assets-only scripts (no main module)
+ * and service-worker scripts are not offered; a server keeps which version of a customer script
+ * it has loaded in memory, so with several nodes a re-upload reaches the other nodes when their
+ * copy is reloaded; a dispatched call still crosses Node once (dispatcher's runtime → Node →
+ * pool); a direct workerd-to-workerd path would need the invocation opened without Node.
  */
 import { join } from 'node:path';
 import type { AreaContext } from '../../../core/area.ts';

@@ -1,9 +1,11 @@
 /**
  * Customer scripts in the runtime, and the `dispatch_namespace` binding that reaches them.
  *
- * Every customer script is its own runtime tenant (`dispatch:<namespace_id>:<script>`), i.e. its
- * own workerd process: a customer's runaway code is killed by the host's CPU watchdog without
- * touching another customer or the dispatcher. The dispatcher's `env.NS.get(name, args, opts)`
+ * A customer script (`dispatch:<namespace_id>:<script>`) is a guest of one of the pool scripts
+ * (`dispatch-pool:<n>`, a workerd process whose Worker Loader holds the guests): it is loaded in
+ * milliseconds, validated by loading it there without running a handler. A customer whose call
+ * overran its CPU (or memory) in a pool is quarantined: from then on it is its own runtime tenant,
+ * its own workerd process, as every customer was before pools. The dispatcher's `env.NS.get(name, args, opts)`
  * returns a fetcher whose calls go to this module's Node binding with the call's options in a
  * header; the host then runs the customer's script with the call's `limits` (CPU via the watchdog,
  * subrequests counted in the runtime) and, when the binding names an outbound script, hands every
@@ -19,8 +21,10 @@ import { apiError } from '../../../core/errors.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
 import {
   networkFetch,
+  poolSource,
   ScriptError,
   defaultFailureResponse,
+  type Guest,
   type InvocationInfo,
   type ScriptFailure,
 } from '../../../runtime/index.ts';
@@ -66,6 +70,22 @@ interface Live {
   etag: string;
   script: DispatchScript;
   namespace: NamespaceRecord;
+  /** Set when the script runs as a guest of a pool (else it has its own process). */
+  pool?: { tenant: string; guest: Guest };
+}
+
+/** Runtime processes shared by customer scripts (each holds a Worker Loader). */
+const POOLS = 2;
+const POOL_SCRIPT = 'pool';
+const POOL_MODULE = 'pool.js';
+const POOL_LOADER = 'LOADER';
+const POOL_NODE = 'NODE';
+
+/** The pool a customer's tenant runs in: a stable spread over the pools. */
+function poolOf(tenant: string): string {
+  let h = 0;
+  for (let i = 0; i < tenant.length; i++) h = (h * 31 + tenant.charCodeAt(i)) >>> 0;
+  return `dispatch-pool:${h % POOLS}`;
 }
 
 export const tenantOf = (namespaceId: string, name: string): string =>
@@ -207,6 +227,10 @@ export class DispatchRuntime {
   private readonly loading = new Map<string, Promise<void>>();
   private readonly outboundEtags = new Map<string, string>();
   private readonly namespaces = new Map<string, NamespaceRecord>();
+  /** Customers stopped for a CPU or memory overrun in a pool: they run in their own process. */
+  private readonly quarantined = new Set<string>();
+  private readonly pools = new Map<string, Promise<void>>();
+  private deploys = 0;
 
   constructor(
     private readonly ctx: AreaContext,
@@ -276,8 +300,34 @@ export class DispatchRuntime {
   ): Promise<void> {
     const host = this.registry.requireHost();
     const tenant = tenantOf(ns.namespace_id, script.id);
+    const opts = this.loadOptions(accountId, ns, script, content);
     try {
-      await host.load(tenant, MAIN, this.loadOptions(accountId, ns, script, content));
+      if (!this.quarantined.has(tenant)) {
+        const pool = poolOf(tenant);
+        await this.ensurePool(pool);
+        // A new id for every deploy: the loader's cache never hands out older code.
+        const guest: Guest = { id: `${tenant}#${++this.deploys}`, opts };
+        try {
+          await host.checkGuest(pool, POOL_SCRIPT, guest);
+        } catch (err) {
+          if (err instanceof ScriptError) throw err;
+          // The pool did not answer (restarting, overloaded): the script gets its own process.
+          this.ctx.log.warn({ err, tenant }, 'pool unavailable; customer script loaded on its own');
+          await host.load(tenant, MAIN, opts);
+          this.live.set(tenant, { etag: script.etag, script, namespace: ns });
+          return;
+        }
+        const prev = this.live.get(tenant);
+        if (prev?.pool) host.dropGuest(prev.pool.guest.id);
+        this.live.set(tenant, {
+          etag: script.etag,
+          script,
+          namespace: ns,
+          pool: { tenant: pool, guest },
+        });
+        return;
+      }
+      await host.load(tenant, MAIN, opts);
     } catch (err) {
       this.live.delete(tenant);
       if (err instanceof ScriptError) {
@@ -299,8 +349,45 @@ export class DispatchRuntime {
     this.namespaces.delete(`${accountId}/${name}`);
   }
 
+  /** Starts a pool's process with its Worker Loader (once). */
+  private ensurePool(pool: string): Promise<void> {
+    const host = this.registry.requireHost();
+    let p = this.pools.get(pool);
+    if (p && host.has(pool, POOL_SCRIPT)) return p;
+    p = host.load(pool, POOL_SCRIPT, {
+      modules: [{ name: POOL_MODULE, type: 'esm', content: poolSource(POOL_LOADER, POOL_NODE) }],
+      mainModule: POOL_MODULE,
+      loader: POOL_LOADER,
+      bindings: {
+        [POOL_NODE]: { type: 'service', fetch: async () => new Response(null, { status: 404 }) },
+      },
+      limits: { cpuMs: 30_000, wallMs: this.ctx.config.runtimeWallTimeoutMs },
+    });
+    p.catch(() => this.pools.delete(pool));
+    this.pools.set(pool, p);
+    return p;
+  }
+
+  /** A pooled customer that overran its CPU or memory runs in its own process from now on. */
+  private pooledFailure(tenant: string): (f: ScriptFailure) => Response {
+    return (f) => {
+      if (f.kind === 'cpu' || f.kind === 'memory') {
+        const live = this.live.get(tenant);
+        if (live?.pool) {
+          this.quarantined.add(tenant);
+          this.live.delete(tenant);
+          this.registry.host()?.dropGuest(live.pool.guest.id);
+          this.ctx.log.warn({ tenant, kind: f.kind }, 'customer script moved to its own process');
+        }
+      }
+      return failureResponse(f);
+    };
+  }
+
   async unload(namespaceId: string, name: string): Promise<void> {
     const tenant = tenantOf(namespaceId, name);
+    const prev = this.live.get(tenant);
+    if (prev?.pool) this.registry.host()?.dropGuest(prev.pool.guest.id);
     this.live.delete(tenant);
     const host = this.registry.host();
     if (host?.has(tenant, MAIN)) await host.unload(tenant, MAIN);
@@ -320,7 +407,7 @@ export class DispatchRuntime {
     const tenant = tenantOf(ns.namespace_id, name);
     const host = this.registry.requireHost();
     const cached = this.live.get(tenant);
-    if (cached && host.has(tenant, MAIN)) return cached;
+    if (cached && (cached.pool || host.has(tenant, MAIN))) return cached;
     const pending = this.loading.get(tenant);
     if (pending) {
       await pending.catch(() => {});
@@ -376,16 +463,22 @@ export class DispatchRuntime {
     const drop = new Set([CALL_HEADER, 'host']);
     for (const name of Object.keys(req.headers))
       if (name.startsWith(RUNTIME_HEADER_PREFIX)) drop.add(name);
-    await this.registry
-      .requireHost()
-      .serve(tenantOf(live.namespace.namespace_id, spec.script), MAIN, req, res, {
-        url: spec.url,
-        dropHeaders: drop,
-        context: this.callContext(accountId, binding, spec),
-        limits,
-        errorResponse: failureResponse,
-        keepFailureMarker: true,
+    const tenant = tenantOf(live.namespace.namespace_id, spec.script);
+    const ctx = {
+      url: spec.url,
+      dropHeaders: drop,
+      context: this.callContext(accountId, binding, spec),
+      limits,
+      keepFailureMarker: true,
+    };
+    const host = this.registry.requireHost();
+    if (live.pool)
+      await host.serve(live.pool.tenant, POOL_SCRIPT, req, res, {
+        ...ctx,
+        guest: live.pool.guest,
+        errorResponse: this.pooledFailure(tenant),
       });
+    else await host.serve(tenant, MAIN, req, res, { ...ctx, errorResponse: failureResponse });
     return true;
   }
 
@@ -450,13 +543,17 @@ export class DispatchRuntime {
       );
       if (served) return served;
     }
-    return this.registry
-      .requireHost()
-      .fetch(tenantOf(live.namespace.namespace_id, spec.script), MAIN, request, {
-        context: this.callContext(accountId, binding, spec),
+    const tenant = tenantOf(live.namespace.namespace_id, spec.script);
+    const context = this.callContext(accountId, binding, spec);
+    const host = this.registry.requireHost();
+    if (live.pool)
+      return host.fetch(live.pool.tenant, POOL_SCRIPT, request, {
+        context,
         limits,
-        errorResponse: failureResponse,
+        guest: live.pool.guest,
+        errorResponse: this.pooledFailure(tenant),
       });
+    return host.fetch(tenant, MAIN, request, { context, limits, errorResponse: failureResponse });
   }
 
   /** Every `fetch()` of a customer script: to the outbound script when the call names one. */
