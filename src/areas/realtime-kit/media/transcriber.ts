@@ -34,6 +34,8 @@ const MODEL_DIR = '/usr/share/pocketsphinx/model/en-us';
 /** Decodes at once across the process: the recogniser is CPU-bound. */
 const MAX_DECODES = 2;
 const DECODE_TIMEOUT_MS = 60_000;
+/** Utterances of one speaker waiting for the recogniser before new ones are dropped. */
+const MAX_PENDING = 4;
 
 export const RECOGNISER = 'pocketsphinx_batch';
 
@@ -322,13 +324,25 @@ export class StreamTranscriber {
     this.ffmpeg.stdin.write(this.ogg.packet(payload, at !== undefined && at < 0x80000000 ? at : undefined));
   }
 
+  private pending = 0;
+  private dropped = 0;
+
   private decode(u: Utterance): void {
+    // A host too slow to keep up drops utterances rather than falling ever further behind.
+    if (this.pending >= MAX_PENDING) {
+      this.dropped++;
+      this.onError(new Error(`recognition is behind: dropped an utterance (${this.dropped} so far)`));
+      return;
+    }
+    this.pending++;
     this.chain = this.chain.then(async () => {
       try {
         const text = await recognise(u.pcm);
         if (text) this.onText({ text, startAt: this.startedAt + u.startMs, endAt: this.startedAt + u.endMs, closedAt: u.closedAt });
       } catch (err) {
         this.onError(err as Error);
+      } finally {
+        this.pending--;
       }
     });
   }
