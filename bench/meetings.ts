@@ -180,8 +180,13 @@ async function ramp(browser: Browser, url: string, api: (m: string, p: string, b
         const token = (await api('POST', `/realtime/kit/${appId}/meetings/${meetingId}/participants`, { custom_participant_id: `c${pages.length}`, preset_name: 'group_call_host' })).data.token as string;
         const page = await browser.newPage();
         pages.push(page);
-        await page.goto(`${url}/healthz`);
-        await page.evaluate(`(${JOIN})(${JSON.stringify(token)}, false)`);
+        try {
+          await page.goto(`${url}/healthz`);
+          await page.evaluate(`(${JOIN})(${JSON.stringify(token)}, false)`);
+        } catch (err) {
+          process.stdout.write(`  capacity: participant ${pages.length} could not join (${(err as Error).message.split('\n')[0]}); stopping\n`);
+          return rows;
+        }
       }
       // Every page decodes every other participant's video (30 s at most).
       let ready = false;
@@ -266,11 +271,14 @@ export async function main(argv: string[]): Promise<number> {
         pages.push(page);
         // A join that does not finish in 2 minutes (an overloaded machine) ends this size, reported as such.
         const r = await Promise.race([
-          page.goto(`${url}/healthz`).then(() => page.evaluate(`(${JOIN})(${JSON.stringify(token)}, ${i > 0})`) as Promise<{ joined: number; firstFrame: number }>),
+          page
+            .goto(`${url}/healthz`)
+            .then(() => page.evaluate(`(${JOIN})(${JSON.stringify(token)}, ${i > 0})`) as Promise<{ joined: number; firstFrame: number }>)
+            .catch((err: Error) => (process.stdout.write(`  meeting of ${size}: participant ${i + 1} failed: ${err.message.split('\n')[0]}\n`), undefined)),
           new Promise<undefined>((res) => void (globalThis.setTimeout(res, 120_000) as unknown as NodeJS.Timeout).unref()),
         ]);
         if (!r) {
-          process.stdout.write(`  meeting of ${size}: participant ${i + 1} did not join within 2 minutes; stopping this size\n`);
+          process.stdout.write(`  meeting of ${size}: participant ${i + 1} did not join (above) or not within 2 minutes; stopping this size\n`);
           break;
         }
         // Page load → roomJoined is measured from the navigation's time origin.
