@@ -180,8 +180,13 @@ async function ramp(browser: Browser, url: string, api: (m: string, p: string, b
         const token = (await api('POST', `/realtime/kit/${appId}/meetings/${meetingId}/participants`, { custom_participant_id: `c${pages.length}`, preset_name: 'group_call_host' })).data.token as string;
         const page = await browser.newPage();
         pages.push(page);
-        await page.goto(`${url}/healthz`);
-        await page.evaluate(`(${JOIN})(${JSON.stringify(token)}, false)`);
+        try {
+          await page.goto(`${url}/healthz`);
+          await page.evaluate(`(${JOIN})(${JSON.stringify(token)}, false)`);
+        } catch (err) {
+          process.stdout.write(`  capacity: participant ${pages.length} could not join (${(err as Error).message.split('\n')[0]}); stopping\n`);
+          return rows;
+        }
       }
       // Every page decodes every other participant's video (30 s at most).
       let ready = false;
@@ -264,9 +269,19 @@ export async function main(argv: string[]): Promise<number> {
         const token = (await api('POST', `/realtime/kit/${appId}/meetings/${meetingId}/participants`, { custom_participant_id: `p${i}`, preset_name: 'group_call_host' })).data.token as string;
         const page = await browser.newPage();
         pages.push(page);
-        await page.goto(`${url}/healthz`);
+        // A join that does not finish in 2 minutes (an overloaded machine) ends this size, reported as such.
+        const r = await Promise.race([
+          page
+            .goto(`${url}/healthz`)
+            .then(() => page.evaluate(`(${JOIN})(${JSON.stringify(token)}, ${i > 0})`) as Promise<{ joined: number; firstFrame: number }>)
+            .catch((err: Error) => (process.stdout.write(`  meeting of ${size}: participant ${i + 1} failed: ${err.message.split('\n')[0]}\n`), undefined)),
+          new Promise<undefined>((res) => void (globalThis.setTimeout(res, 120_000) as unknown as NodeJS.Timeout).unref()),
+        ]);
+        if (!r) {
+          process.stdout.write(`  meeting of ${size}: participant ${i + 1} did not join (above) or not within 2 minutes; stopping this size\n`);
+          break;
+        }
         // Page load → roomJoined is measured from the navigation's time origin.
-        const r = (await page.evaluate(`(${JOIN})(${JSON.stringify(token)}, ${i > 0})`)) as { joined: number; firstFrame: number };
         joins.push(r.joined);
         if (i > 0) frames.push(r.firstFrame);
       }
@@ -274,7 +289,7 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(`  meeting of ${size}: joined in ${joins.map((j) => Math.round(j)).join(', ')} ms\n`);
       const lost = frames.filter((f) => f < 0).length;
       const ok = frames.filter((f) => f >= 0);
-      rows.push([`meeting of ${size} (SDK)`, ms(pct(joins, 50)), ms(pct(joins, 99)), ok.length ? ms(pct(ok, 50)) : '-', ok.length ? ms(pct(ok, 99)) : '-', `${frames.length - lost}/${frames.length}`]);
+      rows.push([`meeting of ${size} (SDK)${joins.length < size ? `, ${joins.length} joined` : ''}`, ms(pct(joins, 50)), ms(pct(joins, 99)), ok.length ? ms(pct(ok, 50)) : '-', ok.length ? ms(pct(ok, 99)) : '-', `${frames.length - lost}/${frames.length}`]);
     }
 
     // The forwarder alone: pull a published camera straight from the media host.
