@@ -33,8 +33,13 @@ import { loadSigningKey, type SigningKey } from './keys.ts';
 import { Live, SOCKET_PATH } from './live.ts';
 import { mountRoutes } from './routes.ts';
 import { Deliveries } from './webhooks.ts';
+import { meetings } from './store.ts';
 import { PERMISSION } from './http.ts';
 import { isIP } from 'node:net';
+import { join } from 'node:path';
+import { BlobStore } from '../../core/storage/blobs.ts';
+import { Recorder } from './media/recordings.ts';
+import { mountRecordingRoutes } from './media/routes.ts';
 
 const CLIENT_DIR = new URL('./client/', import.meta.url);
 const WEBHOOK_ATTEMPTS = 8;
@@ -79,19 +84,41 @@ export default defineArea({
     });
     const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
     const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
-    const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
+    const recorder = new Recorder({ ctx, log: rtkLog, key: getKey, deliveries, blobs: new BlobStore(join(config.dataDir, 'blobs')) });
+    // Live reports a session start through the outbox; record_on_start hooks in there so the
+    // meeting code needs no knowledge of recordings.
+    const observed = Object.create(deliveries) as Deliveries;
+    observed.enqueue = async (appId, event, payload) => {
+      const n = await deliveries.enqueue(appId, event, payload);
+      if (event === 'meeting.started') void recordOnStart(appId, (payload.meeting as { id?: string } | undefined)?.id);
+      return n;
+    };
+    const recordOnStart = async (appId: string, meetingId: string | undefined) => {
+      if (!meetingId) return;
+      const m = await meetings.get(database.db, appId, meetingId);
+      if (!m?.body.record_on_start || (await recorder.active(appId, meetingId))) return;
+      await recorder.start(m.body, { type: 'composite', reason: 'RECORD_ON_START' }).catch((err: unknown) => rtkLog.warn({ err, meeting: meetingId }, 'record_on_start failed'));
+    };
+    const live = new Live({ ctx, key: getKey, deliveries: observed, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
+    mountRecordingRoutes(ctx, recorder);
     mountClient(ctx);
-    ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => live.handleUpgrade(req, socket, head));
+    ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => {
+      recorder.learnPort(socket.localPort);
+      live.handleUpgrade(req, socket, head);
+    });
 
     return {
       async start() {
         key = await loadSigningKey(database.db);
         const orphans = await live.endOrphans();
         if (orphans > 0) rtkLog.info({ sessions: orphans }, 'ended meeting sessions left LIVE by a previous process');
+        const lost = await recorder.endOrphans();
+        if (lost > 0) rtkLog.info({ recordings: lost }, 'marked recordings left unfinished by a previous process ERRORED');
         deliveries.start();
       },
       async stop() {
+        await recorder.close();
         await live.close();
         await deliveries.stop();
         await forwarder.close();
