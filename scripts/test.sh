@@ -14,7 +14,7 @@ fi
 
 # --- Debian packages used as real peers by the tests ---------------------------------------------
 # Each entry: <package>:<binary or module directory it provides>. Installed only when that path is missing.
-DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc curl:/usr/bin/curl openssl:/usr/bin/openssl"
+DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc curl:/usr/bin/curl openssl:/usr/bin/openssl ffmpeg:/usr/bin/ffmpeg"
 missing=""
 for entry in $DEBS; do
   pkg=${entry%%:*}; bin=${entry#*:}

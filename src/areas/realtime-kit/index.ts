@@ -19,8 +19,11 @@
  * webhook `name` optional (defaults to the URL's host).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
- * LIVE in storage (right for one node restarting, wrong for a fleet); recordings, livestreams, transcripts, summaries,
- * session chat/transcript downloads and analytics are not implemented (their routes answer 404);
+ * LIVE in storage (right for one node restarting, wrong for a fleet); transcripts, summaries,
+ * session chat/transcript downloads and daywise analytics are not implemented (their routes answer
+ * 404); recordings (media/recordings.ts: a headless Chromium recorder, ffmpeg) and independent
+ * livestreams (media/livestreams.ts, media/rtmp.ts: RTMP ingest to HLS) have their own limitations
+ * there — a meeting's own livestream is not built;
  * a REST mute is applied by the client SDK and enforced for `mute-all` without `allow_unmute` (the
  * server then refuses to re-enable audio), not by dropping RTP; 401/403 answers of the router keep
  * the v4 envelope; the official platform SDK cannot join (its protocol is proprietary) — use ours.
@@ -40,6 +43,7 @@ import { join } from 'node:path';
 import { BlobStore } from '../../core/storage/blobs.ts';
 import { Recorder } from './media/recordings.ts';
 import { mountRecordingRoutes } from './media/routes.ts';
+import { Livestreams } from './media/livestreams.ts';
 
 const CLIENT_DIR = new URL('./client/', import.meta.url);
 const WEBHOOK_ATTEMPTS = 8;
@@ -102,6 +106,8 @@ export default defineArea({
     const live = new Live({ ctx, key: getKey, deliveries: observed, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountRecordingRoutes(ctx, recorder);
+    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p) });
+    streams.mount(ctx);
     mountClient(ctx);
     ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => {
       recorder.learnPort(socket.localPort);
@@ -113,12 +119,14 @@ export default defineArea({
         key = await loadSigningKey(database.db);
         const orphans = await live.endOrphans();
         if (orphans > 0) rtkLog.info({ sessions: orphans }, 'ended meeting sessions left LIVE by a previous process');
+        await streams.start();
         const lost = await recorder.endOrphans();
         if (lost > 0) rtkLog.info({ recordings: lost }, 'marked recordings left unfinished by a previous process ERRORED');
         deliveries.start();
       },
       async stop() {
         await recorder.close();
+        await streams.close();
         await live.close();
         await deliveries.stop();
         await forwarder.close();

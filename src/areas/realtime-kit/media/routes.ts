@@ -41,7 +41,7 @@ const ActionBody = z.object({ action: z.enum(['pause', 'resume', 'stop']) });
 const ListQuery = z.object({ ...PageQuery, meeting_id: Id.optional(), status: z.enum(STATUSES).optional(), sort_order: z.enum(['ASC', 'DESC']).optional() });
 const DownloadQuery = z.object({ expires: qInt(z.number().int().min(0)), signature: z.string().min(1).max(200) });
 
-function localPort(c: Context): number | undefined {
+export function localPort(c: Context): number | undefined {
   return (c.env as { incoming?: { socket?: { localPort?: number } } } | undefined)?.incoming?.socket?.localPort;
 }
 
