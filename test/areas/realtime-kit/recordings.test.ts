@@ -124,7 +124,6 @@ describe.skipIf(sqlitePassOnly('recordings drive browsers and ffmpeg, not storag
     // chunk's audio); two segments here. The pause (2 s) is left out either way.
     expect(Math.abs(p.duration - done.recording_duration)).toBeLessThan(1.5);
     expect(Math.abs(p.duration - seen)).toBeLessThan(2.5);
-    expect(p.duration).toBeLessThan(seen + 2.0);
 
     // A tampered or expired link is refused.
     const bad = await fetch(done.download_url.replace(/signature=[^&]+/, 'signature=AAAA'));
