@@ -30,9 +30,11 @@
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet; the chat of such a session
- * is lost, no `meeting.chatSynced`); recordings and livestreams are not implemented here;
- * transcripts are English only and final-only (no partial results), arriving after the speaker
- * pauses; artefact download URLs are signed with a per-process key (a restart invalidates them);
+ * is lost, no `meeting.chatSynced`); transcripts are English only and final-only (no partial
+ * results), arriving after the speaker pauses; artefact download URLs are signed with a
+ * per-process key (a restart invalidates them); recordings (media/recordings.ts: a headless
+ * Chromium recorder, ffmpeg) and independent livestreams (media/livestreams.ts, media/rtmp.ts:
+ * RTMP ingest to HLS) have their own limitations there — a meeting's own livestream is not built;
  * 401/403 answers of the router keep the v4 envelope; the official platform SDK cannot join (its
  * protocol is proprietary) — use ours.
  */
@@ -45,10 +47,16 @@ import { Live, SOCKET_PATH } from './live.ts';
 import { mountRoutes } from './routes.ts';
 import { mountChatRoutes } from './chat-sync.ts';
 import { Deliveries } from './webhooks.ts';
+import { meetings } from './store.ts';
 import { PERMISSION } from './http.ts';
 import { mediaHooks } from './media/hooks.ts';
 import { mountMediaRoutes } from './media/routes.ts';
 import { isIP } from 'node:net';
+import { join } from 'node:path';
+import { BlobStore } from '../../core/storage/blobs.ts';
+import { Recorder, recordings } from './media/recordings.ts';
+import { mountRecordingRoutes } from './media/recording-routes.ts';
+import { Livestreams } from './media/livestreams.ts';
 
 const CLIENT_DIR = new URL('./client/', import.meta.url);
 const WEBHOOK_ATTEMPTS = 8;
@@ -93,25 +101,53 @@ export default defineArea({
     });
     const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
     const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
+    const recorder = new Recorder({ ctx, log: rtkLog, key: getKey, deliveries, blobs: new BlobStore(join(config.dataDir, 'blobs')) });
+    // Live reports a session start through the outbox; record_on_start hooks in there so the
+    // meeting code needs no knowledge of recordings.
+    const observed = Object.create(deliveries) as Deliveries;
+    observed.enqueue = async (appId, event, payload) => {
+      const n = await deliveries.enqueue(appId, event, payload);
+      if (event === 'meeting.started') void recordOnStart(appId, (payload.meeting as { id?: string } | undefined)?.id);
+      return n;
+    };
+    const recordOnStart = async (appId: string, meetingId: string | undefined) => {
+      if (!meetingId) return;
+      const m = await meetings.get(database.db, appId, meetingId);
+      if (!m?.body.record_on_start || (await recorder.active(appId, meetingId))) return;
+      await recorder.start(m.body, { type: 'composite', reason: 'RECORD_ON_START' }).catch((err: unknown) => rtkLog.warn({ err, meeting: meetingId }, 'record_on_start failed'));
+    };
     // The hooks reach the room through `live`, which is made just below (called only later).
     const media = mediaHooks(ctx, forwarder, (meetingId, msg) => live.broadcastTo(meetingId, msg));
-    const live = new Live({ ctx, key: getKey, deliveries, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap, media: media.hooks });
+    const live = new Live({ ctx, key: getKey, deliveries: observed, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap, media: media.hooks });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountMediaRoutes(ctx, {
+      recordings: async (db, appId) =>
+        (await recordings.list(db, appId, { limit: 100_000, withTotal: false })).items.map((d) => ({ started_at: d.body.started_time ?? d.body.invoked_time, duration_secs: d.body.recording_duration ?? 0 })),
       summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,
     });
+    mountRecordingRoutes(ctx, recorder);
+    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p) });
+    streams.mount(ctx);
     mountClient(ctx);
     mountChatRoutes(ctx, { key: getKey });
-    ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => live.handleUpgrade(req, socket, head));
+    ctx.upgrades.on(SOCKET_PATH, (req, socket, head) => {
+      recorder.learnPort(socket.localPort);
+      live.handleUpgrade(req, socket, head);
+    });
 
     return {
       async start() {
         key = await loadSigningKey(database.db);
         const orphans = await live.endOrphans();
         if (orphans > 0) rtkLog.info({ sessions: orphans }, 'ended meeting sessions left LIVE by a previous process');
+        await streams.start();
+        const lost = await recorder.endOrphans();
+        if (lost > 0) rtkLog.info({ recordings: lost }, 'marked recordings left unfinished by a previous process ERRORED');
         deliveries.start();
       },
       async stop() {
+        await recorder.close();
+        await streams.close();
         await live.close();
         await media.transcripts.close();
         await deliveries.stop();
