@@ -182,6 +182,8 @@ describe('session exports, summaries and analytics', () => {
     expect(md).toContain('Participants: Ann, Bob, "the builder"');
     expect(md).toContain('Ann: The release ships on Friday');
 
+    // Minutes are reported to two decimals: stay long enough (2 × 1 s) to show above zero.
+    await new Promise((r) => setTimeout(r, 1000));
     ca.ws.close();
     cb.ws.close();
     await until(async () => (await t.call('GET', `${f.base}/sessions/${sessionId}`)).body.data?.status === 'ENDED', 10_000, 'the session to end');
