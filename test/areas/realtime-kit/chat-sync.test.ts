@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, parseCsv, startReceiver, until, type Fixture } from './support.ts';
 
 let t: TestServer;
 let f: Fixture;
@@ -40,33 +40,6 @@ async function session(meetingId: string, chat: boolean): Promise<string> {
   return sessionId;
 }
 
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
-    if (quoted) {
-      if (ch === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (ch === '"') quoted = false;
-      else field += ch;
-    } else if (ch === '"') quoted = true;
-    else if (ch === ',') {
-      row.push(field);
-      field = '';
-    } else if (ch === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i++;
-    } else field += ch;
-  }
-  return rows;
-}
 
 describe('meeting.chatSynced', () => {
   it('is delivered after a session with chat ends, with a working signed CSV link', async () => {

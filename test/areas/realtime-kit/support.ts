@@ -144,3 +144,33 @@ export async function until<T>(fn: () => T | undefined | false | Promise<T | und
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** Rows of an RFC 4180 CSV text (quoted fields, doubled quotes, CRLF rows). */
+export function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i]!;
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (ch === '"') quoted = false;
+      else field += ch;
+    } else if (ch === '"') quoted = true;
+    else if (ch === ',') {
+      row.push(field);
+      field = '';
+    } else if (ch === '\r' && text[i + 1] === '\n') {
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+      i++;
+    } else field += ch;
+  }
+  if (field || row.length) rows.push([...row, field]);
+  return rows;
+}

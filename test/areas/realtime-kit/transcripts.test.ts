@@ -14,37 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { runTranscripts, type TranscriptRun } from '../../../bench/lib/transcript-latency.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, until, type Client, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, parseCsv, until, type Client, type Fixture } from './support.ts';
 
 /** RFC 4180 reader: quoted fields, doubled quotes, CRLF rows. */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]!;
-    if (quoted) {
-      if (ch === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (ch === '"') quoted = false;
-      else field += ch;
-    } else if (ch === '"') quoted = true;
-    else if (ch === ',') {
-      row.push(field);
-      field = '';
-    } else if (ch === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i++;
-    } else field += ch;
-  }
-  if (field || row.length) rows.push([...row, field]);
-  return rows;
-}
 
 const HAVE_ASR = existsSync('/usr/bin/pocketsphinx_batch') && existsSync('/usr/bin/espeak-ng') && existsSync('/usr/bin/chromium');
 
