@@ -23,7 +23,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import type { AreaContext } from '../../../core/area.ts';
 import { apiError } from '../../../core/errors.ts';
 import { uuid } from '../../../core/ids.ts';
@@ -313,6 +313,8 @@ export class Recorder {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium'`);
     const token = await this.recorderToken(meeting, r.id);
     const dir = mkdtempSync(join(tmpdir(), 'outpost-recording-'));
+    // Loaded on first use: a server that never records does not pay for it at start.
+    const { default: puppeteer } = await import('puppeteer-core');
     const browser = await puppeteer.launch({ executablePath: CHROMIUM, args: BROWSER_FLAGS, userDataDir: join(dir, 'profile'), headless: true, timeout: 30_000 });
     const job: Job = { id: r.id, browser, page: undefined as unknown as Page, dir, files: new Map(), segments: [], busy: Promise.resolve(), closing: false };
     this.jobs.set(r.id, job);
