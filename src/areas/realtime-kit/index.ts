@@ -102,23 +102,21 @@ export default defineArea({
     const address = isIP(config.host) === 4 && config.host !== '0.0.0.0' ? config.host : undefined;
     const forwarder = new Forwarder({ address, trackIdleMs: 30_000, log: (level, msg, fields) => rtkLog[level](fields ?? {}, msg) });
     const recorder = new Recorder({ ctx, log: rtkLog, key: getKey, deliveries, blobs: new BlobStore(join(config.dataDir, 'blobs')) });
-    // Live reports a session start through the outbox; record_on_start hooks in there so the
-    // meeting code needs no knowledge of recordings.
-    const observed = Object.create(deliveries) as Deliveries;
-    observed.enqueue = async (appId, event, payload) => {
-      const n = await deliveries.enqueue(appId, event, payload);
-      if (event === 'meeting.started') void recordOnStart(appId, (payload.meeting as { id?: string } | undefined)?.id);
-      return n;
-    };
-    const recordOnStart = async (appId: string, meetingId: string | undefined) => {
-      if (!meetingId) return;
+    const recordOnStart = async (appId: string, meetingId: string) => {
       const m = await meetings.get(database.db, appId, meetingId);
       if (!m?.body.record_on_start || (await recorder.active(appId, meetingId))) return;
       await recorder.start(m.body, { type: 'composite', reason: 'RECORD_ON_START' }).catch((err: unknown) => rtkLog.warn({ err, meeting: meetingId }, 'record_on_start failed'));
     };
     // The hooks reach the room through `live`, which is made just below (called only later).
     const media = mediaHooks(ctx, forwarder, (meetingId, msg) => live.broadcastTo(meetingId, msg));
-    const live = new Live({ ctx, key: getKey, deliveries: observed, forwarder, keepAliveCapSecs: config.meetingsKeepAliveCap, media: media.hooks });
+    const live = new Live({
+      ctx,
+      key: getKey,
+      deliveries,
+      forwarder,
+      keepAliveCapSecs: config.meetingsKeepAliveCap,
+      media: { ...media.hooks, sessionStarted: ({ appId, meetingId }) => void recordOnStart(appId, meetingId) },
+    });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountMediaRoutes(ctx, {
       recordings: async (db, appId) =>

@@ -117,6 +117,8 @@ export interface LiveMediaHooks {
   audioPublished(a: { meetingId: string; sessionId: string; sessionStartedAt: string; peer: PeerInfo; permissions: Permissions; sfuSessionId: string; trackName: string }): void;
   peerGone(peerId: string): void;
   chatSent(a: { meetingId: string; sessionId: string; message: ChatMessage }): void;
+  /** A session began (after `meeting.started` is queued): recordings start here on `record_on_start`. */
+  sessionStarted?(a: { appId: string; meetingId: string }): void;
 }
 
 class ClientError extends Error {
@@ -503,6 +505,7 @@ export class Live {
     }
     await sessions.insert(this.db, room.appId, room.session.id, room.session, at);
     await this.opts.deliveries.enqueue(room.appId, 'meeting.started', { meeting: await this.meetingPayload(room, meeting) });
+    this.opts.media?.sessionStarted?.({ appId: room.appId, meetingId: room.meetingId });
   }
 
   private async saveSession(room: Room): Promise<void> {

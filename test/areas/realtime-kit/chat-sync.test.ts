@@ -5,24 +5,18 @@
  * session without chat produces no such event and no chat (404).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, parseCsv, startReceiver, until, type Fixture } from './support.ts';
+import type { TestServer } from '../../support/server.ts';
+import { addParticipant, connect, createMeeting, parseCsv, startWithReceiver, until, type Fixture, type Receiver } from './support.ts';
 
 let t: TestServer;
 let f: Fixture;
-let publicKey = '';
-let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let receiver: Receiver;
+let stop: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  t = await startTestServer({ meetingsKeepAliveCap: 0, meetingsWebhookBackoffMs: 50 });
-  f = await createApp(t, 'chat');
-  publicKey = (await fetch(`${t.url}/.well-known/webhooks.json`).then((r) => r.json())).data.publicKey;
-  receiver = await startReceiver(() => publicKey);
+  ({ t, f, receiver, stop } = await startWithReceiver('chat'));
 });
-afterAll(async () => {
-  await t?.stop();
-  await receiver?.close();
-});
+afterAll(async () => stop?.());
 
 /** One participant joins, optionally chats, and leaves; resolves with the ended session's id. */
 async function session(meetingId: string, chat: boolean): Promise<string> {

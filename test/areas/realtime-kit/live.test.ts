@@ -10,23 +10,17 @@ import { generateKeyPairSync } from 'node:crypto';
 import { manualClock } from '../../../src/core/clock.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { sdk } from '../../support/sdk.ts';
-import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, startReceiver, startWithReceiver, until, type Fixture, type Receiver } from './support.ts';
 
 let t: TestServer;
 let f: Fixture;
-let publicKey = '';
-let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let receiver: Receiver;
+let stop: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-  t = await startTestServer({ meetingsKeepAliveCap: 0, meetingsWebhookBackoffMs: 50 });
-  f = await createApp(t, 'live');
-  publicKey = (await fetch(`${t.url}/.well-known/webhooks.json`).then((r) => r.json())).data.publicKey;
-  receiver = await startReceiver(() => publicKey);
+  ({ t, f, receiver, stop } = await startWithReceiver('live'));
 });
-afterAll(async () => {
-  await t?.stop();
-  await receiver?.close();
-});
+afterAll(async () => stop?.());
 
 describe('tokens at the door', () => {
   it('refuses a missing, forged or deleted participant token and an inactive meeting', async () => {

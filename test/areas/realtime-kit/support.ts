@@ -3,7 +3,7 @@ import http from 'node:http';
 import { createVerify } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
-import type { TestServer } from '../../support/server.ts';
+import { startTestServer, type TestServer } from '../../support/server.ts';
 
 export interface Fixture {
   appId: string;
@@ -173,4 +173,23 @@ export function parseCsv(text: string): string[][] {
   }
   if (field || row.length) rows.push([...row, field]);
   return rows;
+}
+
+export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/** A test server with quick webhook retries, an app named `name`, and a receiver that checks signatures with its published key. */
+export async function startWithReceiver(name: string): Promise<{ t: TestServer; f: Fixture; receiver: Receiver; stop(): Promise<void> }> {
+  const t = await startTestServer({ meetingsKeepAliveCap: 0, meetingsWebhookBackoffMs: 50 });
+  const f = await createApp(t, name);
+  const publicKey = (await fetch(`${t.url}/.well-known/webhooks.json`).then((r) => r.json())).data.publicKey as string;
+  const receiver = await startReceiver(() => publicKey);
+  return {
+    t,
+    f,
+    receiver,
+    stop: async () => {
+      await t.stop();
+      await receiver.close();
+    },
+  };
 }
