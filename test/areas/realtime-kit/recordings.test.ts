@@ -14,7 +14,7 @@ import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchMediaChromium } from '../../support/chromium.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
 
 function probe(file: string): { duration: number; streams: string[] } {
   const out = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'format=duration:stream=codec_type', '-of', 'json', file]).toString());
@@ -169,6 +169,21 @@ describe.skipIf(sqlitePassOnly('recordings drive browsers and ffmpeg, not storag
       expect(p.duration).toBeGreaterThan(2);
     }
   }, 90_000);
+
+  it('record_on_start: the first join of a session starts a composite recording', async () => {
+    const auto = await createMeeting(t, f, { title: 'Auto', record_on_start: true });
+    const p = await addParticipant(t, f, auto, 'auto', 'group_call_host', 'Auto');
+    const client = await connect(t, p.token);
+    try {
+      await client.request({ t: 'join' });
+      const rec = await until(async () => (await t.call('GET', `${f.base}/recordings?meeting_id=${auto}`)).body.data?.[0], 10_000, 'a recording of the meeting');
+      expect(rec).toMatchObject({ meeting_id: auto, type: 'composite', start_reason: { reason: 'RECORD_ON_START' } });
+      await waitFor(rec.id, 'RECORDING');
+      expect((await act(rec.id, 'stop')).status).toBe(200);
+    } finally {
+      client.ws.close();
+    }
+  }, 60_000);
 
   it('refuses bad input with the envelope error', async () => {
     const noMeeting = await t.call('POST', `${f.base}/recordings`, { meeting_id: 'nope' });
