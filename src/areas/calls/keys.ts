@@ -56,8 +56,16 @@ export class RelayIndex {
   private localRevoked = new Map<string, number>();
   private deletedKeys = new Set<string>();
 
+  /** Refreshes overlap (the timer's and a route's); only a read newer than the last applied one may land. */
+  private refreshesStarted = 0;
+  private refreshApplied = 0;
+
   async refresh(db: Executor): Promise<void> {
+    const seq = ++this.refreshesStarted;
     const [keys, revs] = await Promise.all([turnKeys.all(db, null), revocations.all(db, null)]);
+    // A slower read that began before a newer one (say, before a key was created) would put stale state back.
+    if (seq < this.refreshApplied) return;
+    this.refreshApplied = seq;
     const nowSec = Date.now() / 1000;
     for (const [username, expiry] of this.localRevoked) if (expiry < nowSec) this.localRevoked.delete(username);
     this.secrets = new Map(keys.filter((d) => !this.deletedKeys.has(d.body.uid)).map((d) => [d.body.uid, d.body.key]));

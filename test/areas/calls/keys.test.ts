@@ -1,10 +1,10 @@
 /**
  * The relay's in-memory key index against a real database: what the TURN server is told for a
- * username, and that a revoke or key deletion made while a periodic refresh is reading the
+ * username, and that a revoke, key deletion or key creation made while a periodic refresh is reading the
  * database is not undone when that refresh lands.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialFor, RelayIndex } from '../../../src/areas/calls/keys.ts';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { credentialFor, RelayIndex, turnKeys } from '../../../src/areas/calls/keys.ts';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 
 let t: TestServer;
@@ -61,6 +61,30 @@ describe('RelayIndex', () => {
     await refreshing;
     expect(index.secretsFor(u)).toEqual([]);
     expect(index.secretOf(doomed.uid)).toBeUndefined();
+  });
+  it('a key created while an older refresh is reading survives that refresh landing late', async () => {
+    const index = new RelayIndex();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The first read of the key table finishes at once but is handed back only when the gate opens.
+    const readKeys = turnKeys.all.bind(turnKeys);
+    const spy = vi.spyOn(turnKeys, 'all').mockImplementationOnce(async (...args) => {
+      const rows = await readKeys(...args);
+      await gate;
+      return rows;
+    });
+    try {
+      const stale = index.refresh(db());
+      const res = await t.call('POST', `/accounts/${t.accountId}/calls/turn_keys`, { name: 'late' });
+      const late = res.body.result as { uid: string; key: string };
+      await index.refresh(db());
+      release();
+      await stale;
+      const u = `${Math.floor(Date.now() / 1000) + 600}:${late.uid}.abc`;
+      expect(index.secretsFor(u)).toEqual([late.key]);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 
