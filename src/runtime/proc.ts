@@ -41,8 +41,11 @@ export function bindRuntimeToHost(): boolean {
   bound = false;
   if (process.platform !== 'linux' || !SETPRIV.some(executable) || !executable(WRAPPER))
     return bound;
+  // A process started by a bound one inherits the wrapper as MINIFLARE_WORKERD_PATH; the real
+  // binary is then the one the parent recorded, or the wrapper would end up running itself.
+  const inherited = process.env.MINIFLARE_WORKERD_PATH;
   const real =
-    process.env.MINIFLARE_WORKERD_PATH ??
+    (inherited !== WRAPPER ? inherited : process.env.OUTPOST_WORKERD_BIN) ??
     (createRequire(import.meta.url)('workerd') as { default: string }).default;
   process.env.OUTPOST_WORKERD_BIN = real;
   process.env.MINIFLARE_WORKERD_PATH = WRAPPER;
