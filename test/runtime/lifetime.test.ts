@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { dropSchema } from '../../src/core/storage/db.ts';
 import { spawnServe, waitExit, type ServeProcess } from '../support/process.ts';
-import { testDatabase } from '../support/server.ts';
+import { sqlitePassOnly, testDatabase } from '../support/server.ts';
 
 const TOKEN = 'outpost-lifetime-test-token-0123456789';
 const ACCOUNT = 'c0ffee00c0ffee00c0ffee00c0ffee00';
@@ -66,7 +66,7 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-it('a kill -9 of outpost serve ends the workerd processes of its live script instances', async () => {
+it.skipIf(sqlitePassOnly('process lifetime does not depend on the database'))('a kill -9 of outpost serve ends the workerd processes of its live script instances', async () => {
   proc = await spawnServe(
     [
       '--api-port', '0', '--edge-port', '0', '--dns-port', '0', '--turn-port', '0',
