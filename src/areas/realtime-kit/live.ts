@@ -92,6 +92,8 @@ interface Room {
   peers: Map<string, Peer>;
   session?: SessionRecord;
   chat: ChatMessage[];
+  /** Time of the last chat message (ms): each message gets a later one, so time order is send order. */
+  lastChatAt: number;
   polls: Poll[];
   plugins: Map<string, { active: boolean; events: unknown[] }>;
   /** Participants admitted once, for `SKIP_ON_ACCEPT` waiting rooms. */
@@ -159,7 +161,7 @@ export class Live {
   private room(meetingId: string, appId: string): Room {
     let r = this.rooms.get(meetingId);
     if (!r) {
-      r = { meetingId, appId, peers: new Map(), chat: [], polls: [], plugins: new Map(PLUGINS.map((p) => [p.id, { active: false, events: [] }])), admitted: new Set(), queue: Promise.resolve() };
+      r = { meetingId, appId, peers: new Map(), chat: [], lastChatAt: 0, polls: [], plugins: new Map(PLUGINS.map((p) => [p.id, { active: false, events: [] }])), admitted: new Set(), queue: Promise.resolve() };
       this.rooms.set(meetingId, r);
     }
     return r;
@@ -677,7 +679,9 @@ export class Live {
   private chat(room: Room, peer: Peer, msg: Record<string, unknown>): unknown {
     const perm = peer.permissions.chat?.public;
     if (perm && perm.can_send === false) throw new ClientError('forbidden', 'this preset may not send chat messages');
-    const base = { id: uuid(), userId: peer.info.userId, peerId: peer.info.id, displayName: peer.info.name, time: this.now().toISOString() };
+    // Two messages in one millisecond would tie, and exports sort by time.
+    room.lastChatAt = Math.max(this.now().getTime(), room.lastChatAt + 1);
+    const base = { id: uuid(), userId: peer.info.userId, peerId: peer.info.id, displayName: peer.info.name, time: new Date(room.lastChatAt).toISOString() };
     let message: ChatMessage;
     if (msg.kind === 'text') {
       if (perm && perm.text === false) throw new ClientError('forbidden', 'this preset may not send text messages');
