@@ -124,7 +124,7 @@ export default defineArea({
       summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,
     });
     mountRecordingRoutes(ctx, recorder);
-    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p) });
+    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p), recorder });
     streams.mount(ctx);
     mountClient(ctx);
     mountChatRoutes(ctx, { key: getKey });
