@@ -4,7 +4,8 @@
  * encoded to the livestream's RTMP ingest; the livestream goes LIVE, ffprobe reads the HLS playback
  * URL (a 640×360 video stream and audio), `active-livestream/stop` brings it back to IDLE and the
  * finished playlist has a duration; each change is a signed `livestreaming.statusUpdate` webhook
- * that names the meeting. Bad input: a second start while live (409), stopping when none is active
+ * that names the meeting; a stop while the recorder page is still joining ends it IDLE without a
+ * LIVE. Bad input: a second start while live (409), stopping when none is active
  * (404), an unknown meeting (404), a bad body (400). Media and browsers, not storage: SQLite pass only.
  */
 import { execFile } from 'node:child_process';
@@ -131,4 +132,22 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
     expect(analytics.body.data.count).toBe(1);
     expect(analytics.body.data.total_ingest_seconds).toBeGreaterThan(0);
   }, 90_000);
+
+  it('a stop while the page is still joining ends it IDLE without going LIVE; the next start is free', async () => {
+    const start = await t.call('POST', path('livestreams'), {});
+    expect(start.status).toBe(201);
+    const id = start.body.data.id as string;
+    expect(start.body.data.name).toBe('Streamed');
+    const stop = await t.call('POST', path('active-livestream/stop'));
+    expect(stop.status).toBe(200);
+    expect((await get(id)).status).toBe('IDLE');
+    expect((await t.call('GET', path('active-livestream'))).status).toBe(404);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await get(id)).status).toBe('IDLE');
+    expect(receiver.deliveries.filter((d) => d.body.streamId === id && d.body.status === 'LIVE')).toEqual([]);
+    const next = await t.call('POST', path('livestreams'), {});
+    expect(next.status).toBe(201);
+    expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(200);
+    expect((await t.call('GET', path('livestreams'))).body.data).toHaveLength(3);
+  }, 30_000);
 });
