@@ -7,7 +7,8 @@
  * through an exposed function and are written to a working directory; at stop ffmpeg encodes the
  * composite's segments into one H.264/AAC MP4 (the pause between two segments is left out), or
  * remuxes each track file so it carries its duration. Files go to the blob store and are served
- * through download URLs signed with an HMAC and an expiry.
+ * through download URLs signed with an HMAC and an expiry. The same page in composite mode, its
+ * chunks handed on as they come (`compositeFeed`), is what a meeting's livestream encodes.
  *
  * States: INVOKED → RECORDING ⇄ PAUSED → UPLOADING → UPLOADED, ERRORED on any failure; each change
  * is written to storage and sent as `recording.statusUpdate` through the webhook outbox.
@@ -298,7 +299,7 @@ export class Recorder {
   }
 
   /** A hidden participant (custom id `outpost-recorder-<label>`) of the recorder preset, and its token. */
-  private async recorderToken(meeting: Meeting, recordingId: string): Promise<string> {
+  private async recorderToken(meeting: Meeting, label: string): Promise<string> {
     const db = this.db;
     const at = this.now();
     const found = (await presets.list(db, meeting.app_id, { filters: [{ field: 'name', op: 'eq', value: RECORDER_PRESET }], limit: 1 })).items[0];
@@ -313,7 +314,7 @@ export class Recorder {
       db,
       meeting.id,
       pid,
-      { id: pid, meeting_id: meeting.id, app_id: meeting.app_id, custom_participant_id: `${RECORDER_ID_PREFIX}${recordingId}`, preset_name: RECORDER_PRESET, name: 'Recorder', picture: null, created_at: at.toISOString(), updated_at: at.toISOString() },
+      { id: pid, meeting_id: meeting.id, app_id: meeting.app_id, custom_participant_id: `${RECORDER_ID_PREFIX}${label}`, preset_name: RECORDER_PRESET, name: 'Recorder', picture: null, created_at: at.toISOString(), updated_at: at.toISOString() },
       at,
     );
     return issueToken(this.deps.key(), { meetingId: meeting.id, orgId: meeting.app_id, participantId: pid, appId: meeting.app_id, presetName: RECORDER_PRESET }, at, 86400 * 2);
