@@ -26,15 +26,18 @@
  * Media (media/): live transcripts of participants whose preset has
  * `permissions.transcription_enabled` (offline recognition with pocketsphinx, streamed as
  * `transcript` events and served per session as CSV/JSON/SRT/VTT), the session chat export (CSV),
- * extractive summaries (or an operator's OpenAI-compatible endpoint) and daywise analytics.
+ * extractive summaries (or an operator's OpenAI-compatible endpoint), daywise analytics, composite
+ * and track recordings, independent livestreams and a meeting's own livestream (its composite
+ * view as HLS: `POST /meetings/{id}/livestreams`, `active-livestream`, `active-livestream/stop`).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet; the chat of such a session
  * is lost, no `meeting.chatSynced`); transcripts are English only and final-only (no partial
  * results), arriving after the speaker pauses; artefact download URLs are signed with a
  * per-process key (a restart invalidates them); recordings (media/recordings.ts: a headless
- * Chromium recorder, ffmpeg) and independent livestreams (media/livestreams.ts, media/rtmp.ts:
- * RTMP ingest to HLS) have their own limitations there — a meeting's own livestream is not built;
+ * Chromium recorder, ffmpeg) and livestreams (media/livestreams.ts, media/rtmp.ts: RTMP ingest to
+ * HLS; independent ones fed by any RTMP encoder, a meeting's own fed by the recorder's composite
+ * page through ffmpeg) have their own limitations there;
  * 401/403 answers of the router keep the v4 envelope; the official platform SDK cannot join (its
  * protocol is proprietary) — use ours.
  */
@@ -124,7 +127,7 @@ export default defineArea({
       summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,
     });
     mountRecordingRoutes(ctx, recorder);
-    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p) });
+    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p), recorder });
     streams.mount(ctx);
     mountClient(ctx);
     mountChatRoutes(ctx, { key: getKey });

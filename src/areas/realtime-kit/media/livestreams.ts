@@ -5,10 +5,21 @@
  * LIVE while a publisher with the right key sends, back to IDLE when it stops (ERRORED if ffmpeg
  * fails); each change is a `livestreaming.statusUpdate` webhook. Ingest seconds are counted per
  * livestream for `/analytics/livestreams/overall`.
+ * A meeting's livestream (`POST /meetings/{id}/livestreams`, `GET …/active-livestream`,
+ * `POST …/active-livestream/stop`, `GET /meetings/{id}/livestreams`) is a livestream record of the
+ * meeting with the same RTMP ingest and HLS output, fed by this process: the recorder's headless
+ * page (recordings.ts `compositeFeed`) hands its composite WebM to an ffmpeg that encodes H.264/AAC
+ * and publishes it to the ingest with the stream key. INVOKED while the page joins, LIVE once the
+ * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails).
  * LIMITATIONS: `ingest_server` is plain `rtmp://` on this host (no RTMPS); each livestream has its
  * own port (kept across restarts when it is still free); viewer seconds are counted from playlist
- * requests (one per viewer poll), not from player sessions; a meeting's livestream is not built.
+ * requests (one per viewer poll), not from player sessions; a meeting's livestream lives in the
+ * process that started it (a restart sets it IDLE), its ingest port is open only while it streams,
+ * it does not stop by itself when everyone leaves, and `live_stream_on_start` is stored but does
+ * not start one; `GET /livestreams/{id}` answers the livestream itself, not the real platform's
+ * `{livestream, session}` pair.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -22,10 +33,11 @@ import { raw } from '../../../core/router.ts';
 import { defineCollection } from '../../../core/storage/collection.ts';
 import { qInt } from '../../../core/validate.ts';
 import { PageQuery, pageOf, paged, route } from '../http.ts';
-import { apps } from '../store.ts';
+import { apps, meetings, type Meeting } from '../store.ts';
 import type { Deliveries } from '../webhooks.ts';
 import { RtmpIngest } from './rtmp.ts';
 import { localPort } from './recording-routes.ts';
+import type { CompositeFeed, Recorder } from './recordings.ts';
 
 const BASE = '/accounts/:account_id/realtime/kit/:app_id';
 const HLS_SEGMENT_SECS = 2;
@@ -55,6 +67,8 @@ export const livestreams = defineCollection<Livestream, 'meeting' | 'status'>({
 
 const CreateBody = z.object({ name: z.string().max(255).nullable().optional() });
 const ListQuery = z.object({ ...PageQuery, exclude_meetings: z.enum(['true', 'false']).optional(), status: z.enum(['IDLE', 'LIVE', 'ERRORED', 'INVOKED']).optional() });
+const VideoConfig = z.object({ width: z.number().int().min(160).max(1920).optional(), height: z.number().int().min(120).max(1080).optional() }).passthrough();
+const MeetingBody = z.object({ name: z.string().max(255).nullable().optional(), video_config: VideoConfig.optional() });
 const AnalyticsQuery = z.object({ start_time: qInt(z.number().int().min(0)).optional(), end_time: qInt(z.number().int().min(0)).optional() });
 
 export interface LivestreamDeps {
@@ -66,10 +80,40 @@ export interface LivestreamDeps {
   baseUrl: () => string;
   /** Tells the origin which port the API answered on (configured port 0). */
   learnPort: (port: number | undefined) => void;
+  /** The composite view of a meeting (the recorder's page), for a meeting's livestream. */
+  recorder: Pick<Recorder, 'compositeFeed'>;
 }
+
+/** A meeting's livestream being published from this process. */
+interface MeetingJob {
+  feed?: CompositeFeed;
+  publisher?: ChildProcess;
+  stopping: boolean;
+}
+
+/** Statuses of a meeting livestream that is on (or coming on). */
+const ACTIVE: Livestream['status'][] = ['INVOKED', 'LIVE'];
+/** How long a stop waits for the encoder and the ingest to drain before killing them. */
+const STOP_WAIT_MS = 10_000;
+
+/**
+ * ffmpeg arguments that encode the composite's WebM (VP8/Opus from MediaRecorder, stdin) to
+ * H.264/AAC in FLV for an RTMP ingest: constant `fps`, a keyframe every HLS segment so the
+ * ingest can cut segments without re-encoding. Also used by the benchmark for its peer.
+ */
+export function publishArgs(fps: number, bitrate: string): string[] {
+  return ['-vf', `fps=${fps}`, '-c:v', 'libx264', '-preset', 'veryfast', '-tune', 'zerolatency', '-pix_fmt', 'yuv420p', '-b:v', bitrate, '-maxrate', bitrate, '-bufsize', `${parseInt(bitrate, 10) * 2}k`, '-g', String(fps * HLS_SEGMENT_SECS), '-keyint_min', String(fps * HLS_SEGMENT_SECS), '-sc_threshold', '0', '-c:a', 'aac', '-b:a', '128k', '-ar', '48000', '-f', 'flv'];
+}
+export const PUBLISH_FPS = 25;
+export const PUBLISH_BITRATE = '2500k';
 
 export class Livestreams {
   private readonly ingests = new Map<string, RtmpIngest>();
+  private readonly jobs = new Map<string, MeetingJob>();
+  /** Called when an ingest's publisher has gone and its status is written. */
+  private readonly endedWaiters = new Map<string, () => void>();
+  /** Meetings whose livestream is being created (one at a time per meeting). */
+  private readonly starting = new Set<string>();
 
   constructor(private readonly deps: LivestreamDeps) {}
 
@@ -125,7 +169,11 @@ export class Livestreams {
       },
       events: {
         live: () => void this.status(l.app_id, l.id, 'LIVE'),
-        ended: (error) => void this.status(l.app_id, l.id, error ? 'ERRORED' : 'IDLE', error),
+        ended: (error) =>
+          void this.status(l.app_id, l.id, error ? 'ERRORED' : 'IDLE', error).finally(() => {
+            this.endedWaiters.get(l.id)?.();
+            this.endedWaiters.delete(l.id);
+          }),
         refused: (reason) => this.deps.log.info({ livestream: l.id, reason }, 'RTMP publisher refused'),
       },
     });
@@ -153,17 +201,139 @@ export class Livestreams {
       }
       if (prev.status !== status) {
         const v = this.view(next);
-        await this.deps.deliveries.enqueue(appId, 'livestreaming.statusUpdate', { streamId: id, status: status === 'ERRORED' ? 'OFFLINE' : status, manualIngest: true, playbackUrl: v.playback_url, ingestServer: v.ingest_server, streamKey: next.stream_key, meeting: null, ...(error ? { error } : {}) });
+        const m = next.meeting_id ? (await meetings.get(this.db, appId, next.meeting_id))?.body : undefined;
+        const meeting = next.meeting_id ? { id: next.meeting_id, title: m?.title ?? null, status: m?.status ?? null, createdAt: m?.created_at ?? null } : null;
+        await this.deps.deliveries.enqueue(appId, 'livestreaming.statusUpdate', { streamId: id, status: status === 'ERRORED' ? 'OFFLINE' : status, manualIngest: !next.meeting_id, playbackUrl: v.playback_url, ingestServer: v.ingest_server, streamKey: next.stream_key, meeting, ...(error ? { error } : {}) });
       }
       return;
     }
+  }
+
+  /** The meeting's livestream that is INVOKED or LIVE, if any. */
+  async activeFor(appId: string, meetingId: string): Promise<Livestream | undefined> {
+    const { items } = await livestreams.list(this.db, appId, { filters: [{ field: 'meeting', op: 'eq', value: meetingId }, { field: 'status', op: 'in', value: ACTIVE }], limit: 1 });
+    return items[0]?.body;
+  }
+
+  /**
+   * Starts a meeting's livestream: a livestream record of the meeting with its own RTMP ingest
+   * (INVOKED), then in the background the recorder's composite view of the meeting is encoded by
+   * ffmpeg and published to that ingest, which makes it LIVE and writes the HLS playback.
+   */
+  async startForMeeting(meeting: Meeting, opts: { name: string | null; width: number; height: number }): Promise<Livestream> {
+    if (meeting.status !== 'ACTIVE') throw apiError('rtk_conflict', `meeting ${meeting.id} is INACTIVE`);
+    if (this.starting.has(meeting.id) || (await this.activeFor(meeting.app_id, meeting.id))) throw apiError('rtk_conflict', `meeting ${meeting.id} already has an active livestream`);
+    this.starting.add(meeting.id);
+    try {
+      const id = uuid();
+      const at = this.deps.ctx.clock.now();
+      const l: Livestream = { id, app_id: meeting.app_id, name: opts.name ?? meeting.title ?? null, meeting_id: meeting.id, stream_key: randomBytes(16).toString('hex'), ingest_port: 0, status: 'INVOKED', disabled: false, ingest_seconds: 0, viewer_seconds: 0, created_at: at.toISOString(), updated_at: at.toISOString() };
+      l.ingest_port = await this.open(l);
+      const job: MeetingJob = { stopping: false };
+      this.jobs.set(id, job);
+      try {
+        await livestreams.insert(this.db, meeting.app_id, id, l, at);
+      } catch (err) {
+        await this.release(id);
+        throw err;
+      }
+      void this.publish(l, meeting, job, opts).catch(async (err: unknown) => {
+        const message = (err as Error)?.message ?? String(err);
+        this.deps.log.warn({ livestream: id, err: message }, 'meeting livestream failed');
+        await this.teardown(id, job);
+        if (!job.stopping) await this.status(l.app_id, id, 'ERRORED', message);
+        await this.release(id);
+      });
+      return l;
+    } finally {
+      this.starting.delete(meeting.id);
+    }
+  }
+
+  private async publish(l: Livestream, meeting: Meeting, job: MeetingJob, opts: { width: number; height: number }): Promise<void> {
+    const host = this.host().includes(':') ? `[${this.host()}]` : this.host();
+    const args = ['-hide_banner', '-loglevel', 'error', '-f', 'webm', '-i', 'pipe:0', ...publishArgs(PUBLISH_FPS, PUBLISH_BITRATE), `rtmp://${host}:${l.ingest_port}/live/${l.stream_key}`];
+    const ff = spawn('ffmpeg', args, { stdio: ['pipe', 'ignore', 'pipe'] });
+    job.publisher = ff;
+    let err = '';
+    ff.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+    ff.stdin!.on('error', () => undefined);
+    const exited = new Promise<number | null>((resolve) => {
+      ff.on('error', (e) => {
+        err = `ffmpeg could not start (${e.message}); install the Debian package 'ffmpeg'`;
+        resolve(-1);
+      });
+      ff.on('close', resolve);
+    });
+    const feed = await this.deps.recorder.compositeFeed(meeting, `livestream-${l.id}`, opts, (chunk) => {
+      if (!job.stopping && ff.stdin!.writable) ff.stdin!.write(chunk);
+    });
+    job.feed = feed;
+    if (job.stopping) {
+      await feed.stop();
+      return;
+    }
+    const code = await exited;
+    if (job.stopping) return;
+    throw new Error(`the livestream encoder stopped (${code}): ${err.trim() || 'no output'}`);
+  }
+
+  /** Stops the feed and lets the encoder finish what it has (killed after a while). */
+  private async teardown(id: string, job: MeetingJob): Promise<void> {
+    await job.feed?.stop();
+    const ff = job.publisher;
+    if (ff && ff.exitCode === null && ff.signalCode === null) {
+      const gone = new Promise<void>((r) => ff.once('close', () => r()));
+      ff.stdin!.end();
+      const t = setTimeout(() => ff.kill('SIGKILL'), STOP_WAIT_MS);
+      await gone;
+      clearTimeout(t);
+    }
+    this.jobs.delete(id);
+  }
+
+  /** Closes a meeting livestream's ingest (it has no publisher left). */
+  private async release(id: string): Promise<void> {
+    this.jobs.delete(id);
+    const ingest = this.ingests.get(id);
+    this.ingests.delete(id);
+    await ingest?.close();
+  }
+
+  /** `active-livestream/stop`: ends the meeting's livestream; answers once it is IDLE. */
+  async stopForMeeting(appId: string, meetingId: string): Promise<void> {
+    const l = await this.activeFor(appId, meetingId);
+    if (!l) throw apiError('rtk_not_found', 'Active livestream for meeting', meetingId);
+    const job = this.jobs.get(l.id);
+    if (!job) {
+      // Not published by this process (it restarted): only the record is left to end.
+      await this.status(appId, l.id, 'IDLE');
+      return;
+    }
+    if (job.stopping) throw apiError('rtk_conflict', `livestream ${l.id} is already stopping`);
+    job.stopping = true;
+    const ingest = this.ingests.get(l.id);
+    const ended = ingest?.busy ? new Promise<void>((r) => this.endedWaiters.set(l.id, r)) : undefined;
+    await this.teardown(l.id, job);
+    if (ended) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ended, new Promise<void>((r) => (timer = setTimeout(r, STOP_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
+    this.endedWaiters.delete(l.id);
+    await this.release(l.id);
+    // The ingest reports IDLE when its publisher goes; a stream that never went live is set here.
+    const doc = await livestreams.get(this.db, appId, l.id);
+    if (doc && ACTIVE.includes(doc.body.status)) await this.status(appId, l.id, 'IDLE');
   }
 
   /** Reopens the ingest of every livestream on its port after a restart. */
   async start(): Promise<void> {
     for (const doc of await livestreams.all(this.db, null)) {
       const l = doc.body;
-      if (l.status === 'LIVE') await this.status(l.app_id, l.id, 'IDLE');
+      if (l.status === 'LIVE' || l.status === 'INVOKED') await this.status(l.app_id, l.id, 'IDLE');
+      // A meeting's livestream has an ingest only while this process publishes it.
+      if (l.meeting_id) continue;
       await this.open(l).catch((err: unknown) => {
         this.deps.log.warn({ livestream: l.id, err: (err as Error).message }, 'livestream ingest port could not be reopened');
         void this.status(l.app_id, l.id, 'ERRORED', `ingest port ${l.ingest_port} is taken`);
@@ -172,6 +342,12 @@ export class Livestreams {
   }
 
   async close(): Promise<void> {
+    for (const [id, job] of this.jobs) {
+      job.stopping = true;
+      job.publisher?.kill('SIGKILL');
+      await job.feed?.stop();
+      this.jobs.delete(id);
+    }
     for (const i of this.ingests.values()) await i.close();
     this.ingests.clear();
   }
@@ -196,6 +372,12 @@ export class Livestreams {
       if (!doc) throw apiError('rtk_app_not_found', params.app_id);
       return doc;
     };
+    const meetingOf = async (params: Record<string, string>) => {
+      await appOf(params);
+      const doc = await meetings.get(db, params.app_id, params.meeting_id);
+      if (!doc) throw apiError('rtk_not_found', 'Meeting', params.meeting_id);
+      return doc.body;
+    };
     route(ctx, { method: 'POST', path: `${BASE}/livestreams`, operationId: 'rtk-livestream-create', summary: 'Create an independent livestream (RTMP ingest, HLS playback)', level: 'edit', body: CreateBody, bodyOptional: true, status: 201 }, async ({ c, params, body }) => {
       this.deps.learnPort(localPort(c));
       await appOf(params);
@@ -217,6 +399,31 @@ export class Livestreams {
       const doc = await livestreams.get(db, params.app_id, params.livestream_id);
       if (!doc) throw apiError('rtk_not_found', 'Livestream', params.livestream_id);
       return this.view(doc.body);
+    });
+    route(ctx, { method: 'POST', path: `${BASE}/meetings/:meeting_id/livestreams`, operationId: 'rtk-meeting-livestream-start', summary: "Start a meeting's livestream (its composite view as HLS)", level: 'edit', body: MeetingBody, bodyOptional: true, status: 201 }, async ({ c, params, body }) => {
+      this.deps.learnPort(localPort(c));
+      const meeting = await meetingOf(params);
+      const l = await this.startForMeeting(meeting, { name: body?.name ?? null, width: body?.video_config?.width ?? 1280, height: body?.video_config?.height ?? 720 });
+      return this.view(l);
+    });
+    route(ctx, { method: 'GET', path: `${BASE}/meetings/:meeting_id/livestreams`, operationId: 'rtk-meeting-livestreams-list', summary: "A meeting's livestreams", level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {
+      this.deps.learnPort(localPort(c));
+      await meetingOf(params);
+      const { page, perPage, offset } = pageOf(query);
+      const { items, total } = await livestreams.list(db, params.app_id, { filters: [{ field: 'meeting', op: 'eq', value: params.meeting_id }], order: 'created_on', direction: 'desc', limit: perPage, offset });
+      return paged({ items: items.map((d) => this.view(d.body)), total, page, perPage });
+    });
+    route(ctx, { method: 'GET', path: `${BASE}/meetings/:meeting_id/active-livestream`, operationId: 'rtk-meeting-livestream-active', summary: "A meeting's active livestream", level: 'read' }, async ({ c, params }) => {
+      this.deps.learnPort(localPort(c));
+      await meetingOf(params);
+      const l = await this.activeFor(params.app_id, params.meeting_id);
+      if (!l) throw apiError('rtk_not_found', 'Active livestream for meeting', params.meeting_id);
+      return this.view(l);
+    });
+    route(ctx, { method: 'POST', path: `${BASE}/meetings/:meeting_id/active-livestream/stop`, operationId: 'rtk-meeting-livestream-stop', summary: "Stop a meeting's livestream", level: 'edit', body: z.object({}).passthrough(), bodyOptional: true }, async ({ params }) => {
+      await meetingOf(params);
+      await this.stopForMeeting(params.app_id, params.meeting_id);
+      return { message: 'Stopped live stream successfully' };
     });
     route(ctx, { method: 'GET', path: `${BASE}/analytics/livestreams/overall`, operationId: 'rtk-livestream-analytics', summary: 'Livestream totals', level: 'read', query: AnalyticsQuery }, async ({ params, query }) => {
       await appOf(params);

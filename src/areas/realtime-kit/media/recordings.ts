@@ -7,7 +7,8 @@
  * through an exposed function and are written to a working directory; at stop ffmpeg encodes the
  * composite's segments into one H.264/AAC MP4 (the pause between two segments is left out), or
  * remuxes each track file so it carries its duration. Files go to the blob store and are served
- * through download URLs signed with an HMAC and an expiry.
+ * through download URLs signed with an HMAC and an expiry. The same page in composite mode, its
+ * chunks handed on as they come (`compositeFeed`), is what a meeting's livestream encodes.
  *
  * States: INVOKED → RECORDING ⇄ PAUSED → UPLOADING → UPLOADED, ERRORED on any failure; each change
  * is written to storage and sent as `recording.statusUpdate` through the webhook outbox.
@@ -169,8 +170,17 @@ export function checkDownload(key: SigningKey, path: string, expires: number, si
   return want.length === got.length && timingSafeEqual(want, got);
 }
 
+/** A live composite view of a meeting (see `Recorder.compositeFeed`). */
+export interface CompositeFeed {
+  /** Participants in the meeting other than the feed's own. */
+  others(): Promise<number>;
+  stop(): Promise<void>;
+}
+
 export class Recorder {
   private readonly jobs = new Map<string, Job>();
+  /** Closers of the live composite feeds, for `close`. */
+  private readonly feeds = new Set<() => Promise<void>>();
   private closed = false;
 
   constructor(private readonly deps: RecorderDeps) {}
@@ -288,7 +298,8 @@ export class Recorder {
     return r;
   }
 
-  private async recorderToken(meeting: Meeting, recordingId: string): Promise<string> {
+  /** A hidden participant (custom id `outpost-recorder-<label>`) of the recorder preset, and its token. */
+  private async recorderToken(meeting: Meeting, label: string): Promise<string> {
     const db = this.db;
     const at = this.now();
     const found = (await presets.list(db, meeting.app_id, { filters: [{ field: 'name', op: 'eq', value: RECORDER_PRESET }], limit: 1 })).items[0];
@@ -303,32 +314,89 @@ export class Recorder {
       db,
       meeting.id,
       pid,
-      { id: pid, meeting_id: meeting.id, app_id: meeting.app_id, custom_participant_id: `${RECORDER_ID_PREFIX}${recordingId}`, preset_name: RECORDER_PRESET, name: 'Recorder', picture: null, created_at: at.toISOString(), updated_at: at.toISOString() },
+      { id: pid, meeting_id: meeting.id, app_id: meeting.app_id, custom_participant_id: `${RECORDER_ID_PREFIX}${label}`, preset_name: RECORDER_PRESET, name: 'Recorder', picture: null, created_at: at.toISOString(), updated_at: at.toISOString() },
       at,
     );
     return issueToken(this.deps.key(), { meetingId: meeting.id, orgId: meeting.app_id, participantId: pid, appId: meeting.app_id, presetName: RECORDER_PRESET }, at, 86400 * 2);
   }
 
-  private async launch(r: Recording, meeting: Meeting): Promise<void> {
+  /** A headless Chromium with its own profile under `dir`; puppeteer-core is loaded on first use. */
+  private async browser(dir: string): Promise<Browser> {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install the Debian package 'chromium'`);
-    const token = await this.recorderToken(meeting, r.id);
-    const dir = mkdtempSync(join(tmpdir(), 'outpost-recording-'));
     // Loaded on first use: a server that never records does not pay for it at start.
     const { default: puppeteer } = await import('puppeteer-core');
-    const browser = await puppeteer.launch({ executablePath: CHROMIUM, args: BROWSER_FLAGS, userDataDir: join(dir, 'profile'), headless: true, timeout: 30_000 });
+    return puppeteer.launch({ executablePath: CHROMIUM, args: BROWSER_FLAGS, userDataDir: join(dir, 'profile'), headless: true, timeout: 30_000 });
+  }
+
+  /** Opens the recorder page with `token` and waits until it has joined (throws what it reported otherwise). */
+  private async joinPage(
+    browser: Browser,
+    token: string,
+    label: string,
+    params: { mode: 'composite' | 'track'; width: number; height: number },
+    handlers: { chunk: (file: string, b64: string) => void; track?: (file: string, kind: 'audio' | 'video', participant: string) => void },
+    onPage: (page: Page) => void,
+  ): Promise<Page> {
+    const page = await browser.newPage();
+    onPage(page);
+    page.on('pageerror', (err) => this.deps.log.warn({ recorder: label, err: (err as Error).message }, 'recorder page error'));
+    await page.exposeFunction('outpostChunk', handlers.chunk);
+    if (handlers.track) await page.exposeFunction('outpostTrack', handlers.track);
+    const q = new URLSearchParams({ authToken: token, mode: params.mode, width: String(params.width), height: String(params.height), fps: String(FPS) });
+    await page.goto(`${this.baseUrl()}/realtime/kit/recorder?${q}`);
+    await page.waitForFunction(() => (window as any).recorder?.ready || (window as any).recorder?.error, { timeout: JOIN_TIMEOUT_MS, polling: 100 });
+    const error = await page.evaluate(() => (window as any).recorder.error as string | undefined);
+    if (error) throw new Error(`the recorder could not join: ${error}`);
+    return page;
+  }
+
+  /**
+   * The composite view of a meeting as a live WebM stream (VP8/Opus, `FPS` frames per second):
+   * the recorder page joins as a hidden participant and hands each MediaRecorder chunk to `sink`
+   * as it is made (about every half second). Used by a meeting's livestream. `stop` flushes the
+   * last chunk, leaves the meeting and closes the browser.
+   */
+  async compositeFeed(meeting: Meeting, label: string, size: { width: number; height: number }, sink: (chunk: Buffer) => void): Promise<CompositeFeed> {
+    if (this.closed) throw new Error('the server is stopping');
+    const token = await this.recorderToken(meeting, label);
+    const dir = mkdtempSync(join(tmpdir(), 'outpost-feed-'));
+    let browser: Browser | undefined;
+    const close = async () => {
+      this.feeds.delete(close);
+      await browser?.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    };
+    this.feeds.add(close);
+    try {
+      browser = await this.browser(dir);
+      const page = await this.joinPage(browser, token, label, { mode: 'composite', ...size }, { chunk: (_file, b64) => sink(Buffer.from(b64, 'base64')) }, () => undefined);
+      let stopped = false;
+      return {
+        others: () => page.evaluate(() => (window as any).recorder.others() as number).catch(() => 0),
+        stop: async () => {
+          if (stopped) return;
+          stopped = true;
+          await page.evaluate(() => (window as any).recorder.stop()).catch(() => undefined);
+          await close();
+        },
+      };
+    } catch (err) {
+      await close();
+      throw err;
+    }
+  }
+
+  private async launch(r: Recording, meeting: Meeting): Promise<void> {
+    const token = await this.recorderToken(meeting, r.id);
+    const dir = mkdtempSync(join(tmpdir(), 'outpost-recording-'));
+    const browser = await this.browser(dir).catch((err: unknown) => {
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    });
     const job: Job = { id: r.id, browser, page: undefined as unknown as Page, dir, files: new Map(), segments: [], busy: Promise.resolve(), closing: false };
     this.jobs.set(r.id, job);
     try {
-      const page = await browser.newPage();
-      job.page = page;
-      page.on('pageerror', (err) => this.deps.log.warn({ recording: r.id, err: (err as Error).message }, 'recorder page error'));
-      await page.exposeFunction('outpostChunk', (file: string, b64: string) => this.chunk(job, file, b64));
-      await page.exposeFunction('outpostTrack', (file: string, kind: 'audio' | 'video', participant: string) => this.trackFile(job, file, kind, participant));
-      const q = new URLSearchParams({ authToken: token, mode: r.type, width: String(r.video.width), height: String(r.video.height), fps: String(FPS) });
-      await page.goto(`${this.baseUrl()}/realtime/kit/recorder?${q}`);
-      await page.waitForFunction(() => (window as any).recorder?.ready || (window as any).recorder?.error, { timeout: JOIN_TIMEOUT_MS, polling: 100 });
-      const error = await page.evaluate(() => (window as any).recorder.error as string | undefined);
-      if (error) throw new Error(`the recorder could not join: ${error}`);
+      await this.joinPage(browser, token, r.id, { mode: r.type, width: r.video.width, height: r.video.height }, { chunk: (file, b64) => this.chunk(job, file, b64), track: (file, kind, participant) => this.trackFile(job, file, kind, participant) }, (page) => (job.page = page));
     } catch (err) {
       await this.cleanup(job);
       throw err;
@@ -533,6 +601,7 @@ export class Recorder {
   async close(): Promise<void> {
     this.closed = true;
     for (const job of [...this.jobs.values()]) await this.cleanup(job);
+    for (const close of [...this.feeds]) await close();
   }
 
   /** GET of a signed file URL: checks the signature and expiry, then streams the blob. */

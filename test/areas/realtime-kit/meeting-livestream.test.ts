@@ -1,0 +1,153 @@
+/**
+ * A meeting's own livestream: a participant joins from Debian Chromium with a fake camera and
+ * microphone; `POST /meetings/{id}/livestreams` starts the recorder's composite view of the meeting
+ * encoded to the livestream's RTMP ingest; the livestream goes LIVE, ffprobe reads the HLS playback
+ * URL (a 640×360 video stream and audio), `active-livestream/stop` brings it back to IDLE and the
+ * finished playlist has a duration; each change is a signed `livestreaming.statusUpdate` webhook
+ * that names the meeting; a stop while the recorder page is still joining ends it IDLE without a
+ * LIVE. Bad input: a second start while live (409), stopping when none is active
+ * (404), an unknown meeting (404), a bad body (400). Media and browsers, not storage: SQLite pass only.
+ */
+import { execFile } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { promisify } from 'node:util';
+import type { Browser } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchMediaChromium } from '../../support/chromium.ts';
+import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
+import { addParticipant, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+
+const run = promisify(execFile);
+
+async function probe(url: string): Promise<{ duration: number; streams: { codec_type: string; width?: number; height?: number }[] }> {
+  const out = await run('ffprobe', ['-v', 'error', '-show_entries', 'format=duration:stream=codec_type,width,height', '-of', 'json', url], { timeout: 20_000 });
+  const j = JSON.parse(out.stdout);
+  return { duration: Number(j.format?.duration), streams: j.streams };
+}
+
+describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, not storage'))('meeting livestream', () => {
+  let t: TestServer;
+  let f: Fixture;
+  let browser: Browser;
+  let profile: string;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let meetingId: string;
+
+  beforeAll(async () => {
+    t = await startTestServer({ meetingsKeepAliveCap: 0 });
+    f = await createApp(t, 'mls');
+    const publicKey = (await fetch(`${t.url}/.well-known/webhooks.json`).then((r) => r.json())).data.publicKey;
+    receiver = await startReceiver(() => publicKey);
+    expect((await t.call('POST', `${f.base}/webhooks`, { name: 'mls', url: `${receiver.url}/hook`, events: ['livestreaming.statusUpdate'] })).status).toBe(201);
+    meetingId = await createMeeting(t, f, { title: 'Streamed' });
+    const host = await addParticipant(t, f, meetingId, 'host', 'group_call_host', 'Hana');
+    ({ browser, profile } = await launchMediaChromium('outpost-mls-chromium-'));
+    const page = await browser.newPage();
+    await page.goto(`${t.url}/realtime/kit/sdk.d.ts`);
+    // A string, not a function: the test's bundler would rewrite a dynamic import inside a function.
+    await page.evaluate(`(async () => {
+      const { default: RTK } = await import('/realtime/kit/sdk.js');
+      const m = await RTK.init({ authToken: ${JSON.stringify(host.token)}, defaults: { audio: true, video: true } });
+      await m.join();
+      window.meeting = m;
+    })()`);
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+    await receiver?.close();
+    await t?.stop();
+  });
+
+  const path = (rest: string) => `${f.base}/meetings/${meetingId}/${rest}`;
+  const get = async (id: string) => (await t.call('GET', `${f.base}/livestreams/${id}`)).body.data;
+
+  it('bad input: unknown meeting, nothing to stop, a bad body', async () => {
+    const unknown = await t.call('POST', `${f.base}/meetings/00000000-0000-4000-8000-000000000000/livestreams`, {});
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toMatchObject({ success: false, error: { code: 404 } });
+    expect(unknown.body.error.message).toContain('Meeting');
+    expect((await t.call('POST', `${f.base}/meetings/00000000-0000-4000-8000-000000000000/active-livestream/stop`)).status).toBe(404);
+    const none = await t.call('POST', path('active-livestream/stop'));
+    expect(none.status).toBe(404);
+    expect(none.body.error.message).toContain('Active livestream');
+    expect((await t.call('GET', path('active-livestream'))).status).toBe(404);
+    const bad = await t.call('POST', path('livestreams'), { video_config: { width: 'wide' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.success).toBe(false);
+    // Nothing was created by the refused calls.
+    expect((await t.call('GET', path('livestreams'))).body.data).toEqual([]);
+  });
+
+  it('start → LIVE with HLS of the composite view → stop → IDLE; webhooks name the meeting', async () => {
+    const start = await t.call('POST', path('livestreams'), { name: 'town hall', video_config: { width: 640, height: 360 } });
+    expect(start.status).toBe(201);
+    const ls = start.body.data;
+    expect(ls.status).toBe('INVOKED');
+    expect(ls.meeting_id).toBe(meetingId);
+    expect(ls.playback_url).toMatch(/\.m3u8$/);
+    expect(ls.ingest_server).toMatch(/^rtmp:\/\//);
+    const again = await t.call('POST', path('livestreams'), {});
+    expect(again.status).toBe(409);
+
+    await until(async () => (await get(ls.id)).status === 'LIVE', 40_000, 'LIVE');
+    expect((await t.call('GET', path('active-livestream'))).body.data.id).toBe(ls.id);
+    const listed = await t.call('GET', path('livestreams'));
+    expect(listed.body.data.map((l: { id: string }) => l.id)).toEqual([ls.id]);
+    const independent = await t.call('GET', `${f.base}/livestreams?exclude_meetings=true`);
+    expect(independent.body.data).toEqual([]);
+
+    // Two segments in the playlist, so ffprobe sees more than the first keyframe.
+    await until(async () => {
+      const r = await fetch(ls.playback_url);
+      return r.status === 200 && ((await r.text()).match(/\.ts/g) ?? []).length >= 2;
+    }, 30_000, 'playlist');
+    const live = await probe(ls.playback_url);
+    const video = live.streams.find((s) => s.codec_type === 'video');
+    expect(video).toMatchObject({ width: 640, height: 360 });
+    expect(live.streams.some((s) => s.codec_type === 'audio')).toBe(true);
+
+    const stop = await t.call('POST', path('active-livestream/stop'));
+    expect(stop.status).toBe(200);
+    expect(stop.body.data.message).toMatch(/stopped/i);
+    expect((await get(ls.id)).status).toBe('IDLE');
+    expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(404);
+
+    // The finished playlist (ENDLIST) has a duration.
+    const ended = await probe(ls.playback_url);
+    expect(ended.duration).toBeGreaterThan(0);
+    expect(ended.streams.some((s) => s.codec_type === 'video')).toBe(true);
+
+    const hooks = await until(() => {
+      const mine = receiver.deliveries.filter((d) => d.body.streamId === ls.id);
+      return mine.length >= 2 ? mine : undefined;
+    }, 10_000, 'webhooks');
+    expect(hooks.map((d) => d.body.status)).toEqual(['LIVE', 'IDLE']);
+    for (const d of hooks) {
+      expect(d.verified).toBe(true);
+      expect(d.body).toMatchObject({ event: 'livestreaming.statusUpdate', manualIngest: false, playbackUrl: ls.playback_url, meeting: { id: meetingId, title: 'Streamed' } });
+    }
+    const analytics = await t.call('GET', `${f.base}/analytics/livestreams/overall`);
+    expect(analytics.body.data.count).toBe(1);
+    expect(analytics.body.data.total_ingest_seconds).toBeGreaterThan(0);
+  }, 90_000);
+
+  it('a stop while the page is still joining ends it IDLE without going LIVE; the next start is free', async () => {
+    const start = await t.call('POST', path('livestreams'), {});
+    expect(start.status).toBe(201);
+    const id = start.body.data.id as string;
+    expect(start.body.data.name).toBe('Streamed');
+    const stop = await t.call('POST', path('active-livestream/stop'));
+    expect(stop.status).toBe(200);
+    expect((await get(id)).status).toBe('IDLE');
+    expect((await t.call('GET', path('active-livestream'))).status).toBe(404);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await get(id)).status).toBe('IDLE');
+    expect(receiver.deliveries.filter((d) => d.body.streamId === id && d.body.status === 'LIVE')).toEqual([]);
+    const next = await t.call('POST', path('livestreams'), {});
+    expect(next.status).toBe(201);
+    expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(200);
+    expect((await t.call('GET', path('livestreams'))).body.data).toHaveLength(3);
+  }, 30_000);
+});
