@@ -21,7 +21,7 @@ import {
   type BindingExtension,
 } from '../registry.ts';
 import { checkBindings, mergeBindings, scriptView, WORKERS_PERMISSION } from '../routes.ts';
-import type { StoredBinding } from '../store.ts';
+import type { StoredBinding, StoredContent } from '../store.ts';
 import type { UploadParser } from '../version-routes.ts';
 import {
   blobKey,
@@ -77,7 +77,12 @@ function checkTags(list: unknown): string[] {
 }
 
 function view(s: DispatchScript) {
-  return { ...scriptView(s), has_assets: !!s.assets };
+  return {
+    ...scriptView(s),
+    has_assets: !!s.assets,
+    // An assets-only script has no code.
+    has_modules: s.main_module !== '',
+  };
 }
 
 export function mountDispatchRoutes(
@@ -315,6 +320,64 @@ export function mountDispatchRoutes(
     return out;
   }
 
+  /**
+   * Whether an upload is of an assets-only script: no main module, no module parts, and assets
+   * (a completion token, or `keep_assets` over a script that has them).
+   */
+  function assetsOnly(
+    form: MultipartForm,
+    spec: ReturnType<typeof assetsOf>,
+    prev: DispatchScript | undefined,
+  ): boolean {
+    const m = form.metadata;
+    if (m.main_module !== undefined || m.body_part !== undefined) return false;
+    if (form.files.some((f) => f.field !== 'metadata')) return false;
+    return spec.assets?.jwt !== undefined || (spec.keep && !!prev?.assets);
+  }
+
+  /** The record of an assets-only script: no code, no bindings; its assets are added after. */
+  function assetsOnlyScript(
+    name: string,
+    meta: Record<string, unknown>,
+    prev: DispatchScript | undefined,
+  ): { script: DispatchScript; content: StoredContent } {
+    if (Array.isArray(meta.bindings) && meta.bindings.some((b: { type?: unknown } | null) => !(b && b.type === "assets")))
+      throw bad(
+        'metadata.bindings: an assets-only script (no main_module) has no code to bind; upload a module with metadata.main_module to use bindings',
+      );
+    if (Array.isArray(meta.bindings) && meta.bindings.length > 0)
+      throw bad(
+        'metadata.bindings: an assets binding is read by a script; an assets-only script (no main_module) serves its assets itself',
+      );
+    const cfg = (meta.assets as { config?: { run_worker_first?: unknown } } | undefined)?.config;
+    if (cfg && cfg.run_worker_first !== undefined && cfg.run_worker_first !== false)
+      throw bad(
+        'metadata.assets.config.run_worker_first needs a script to run: upload a module with metadata.main_module',
+      );
+    const date = meta.compatibility_date;
+    if (date !== undefined && (typeof date !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(date)))
+      throw bad('metadata.compatibility_date: expected YYYY-MM-DD');
+    const flags = meta.compatibility_flags;
+    if (flags !== undefined && !(Array.isArray(flags) && flags.every((f) => typeof f === 'string')))
+      throw bad('metadata.compatibility_flags: expected an array of strings');
+    const ts = clock.now().toISOString();
+    const script: DispatchScript = {
+      id: name,
+      etag: '',
+      main_module: '',
+      compatibility_date: (date as string | undefined) ?? null,
+      compatibility_flags: (flags as string[] | undefined) ?? [],
+      bindings: [],
+      handlers: [],
+      tags: meta.tags !== undefined ? checkTags(meta.tags) : (prev?.tags ?? []),
+      schedules: [],
+      settings: prev?.settings ?? {},
+      created_on: prev?.created_on ?? ts,
+      modified_on: ts,
+    };
+    return { script, content: { modules: [] } };
+  }
+
   async function upload(
     accountId: string,
     nsName: string,
@@ -350,12 +413,9 @@ export function mountDispatchRoutes(
       };
     }
     const spec = assetsOf(form);
-    const { script, content } = await parser.parseUpload(
-      accountId,
-      name,
-      spec.stripped,
-      prev?.body,
-    );
+    const { script, content } = assetsOnly(form, spec, prev?.body)
+      ? assetsOnlyScript(name, form.metadata, prev?.body)
+      : await parser.parseUpload(accountId, name, spec.stripped, prev?.body);
     if (script.tags.length) script.tags = checkTags(script.tags);
     const assets = await resolveAssets(accountId, ns, name, spec, prev?.body);
     const stored: DispatchScript = { ...script, ...(assets ? { assets } : {}) };
@@ -529,6 +589,8 @@ export function mountDispatchRoutes(
     async (req) => {
       const { account_id: accountId, namespace, script_name: name } = req.params;
       const { ns, doc } = await requireScript(accountId, namespace, name);
+      if (doc.body.main_module === '')
+        throw bad(`script ${name} is assets-only: it has no code (its assets are served as they are)`);
       const content = await dispatchContents.get(db, scopeOf(accountId, ns.namespace_id), name);
       const main = content?.body.modules.find((m) => m.name === doc.body.main_module);
       return raw(
