@@ -9,7 +9,8 @@ import type { AreaContext } from '../../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../../core/accounts.ts';
 import { apiError } from '../../../core/errors.ts';
 import { hexId } from '../../../core/ids.ts';
-import { parseMultipart, type MultipartForm } from '../../../core/multipart.ts';
+import { assertJsonDepth } from '../../../core/json.ts';
+import { boundaryOf, parseMultipart, type MultipartForm } from '../../../core/multipart.ts';
 import { pageOf, pageQuery } from '../../../core/pagination.ts';
 import { raw } from '../../../core/router.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
@@ -436,19 +437,49 @@ export function mountDispatchRoutes(
     return view(stored);
   }
 
+  /**
+   * The form of a script upload: multipart (either form), or the JSON `{metadata}` the official
+   * client sends when a script has no files (an assets-only script), whatever its content type.
+   */
+  function uploadForm(contentType: string | undefined, body: Buffer): MultipartForm {
+    if (boundaryOf(contentType, body)) return parseMultipart(contentType, body);
+    if (!body.toString('utf8', 0, 64).trimStart().startsWith('{'))
+      return parseMultipart(contentType, body);
+    let value: unknown;
+    try {
+      assertJsonDepth(body, 'the request body');
+      value = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      if (err instanceof SyntaxError) throw apiError('invalid_json', err.message);
+      throw err;
+    }
+    const meta = (value as { metadata?: unknown } | null)?.metadata;
+    if (!meta || typeof meta !== 'object' || Array.isArray(meta))
+      throw bad(
+        'expected multipart/form-data, or JSON {"metadata": {...}} for a script without module parts',
+      );
+    return { metadata: meta as Record<string, unknown>, fields: {}, files: [] };
+  }
+
   router.add(
     {
       method: 'PUT',
       path: `${BASE}/:namespace/scripts/:script_name`,
       operationId: 'namespace-worker-script-upload-worker-module',
-      summary: 'Upload a customer script (multipart: metadata + modules)',
+      summary: 'Upload a customer script (multipart: metadata + modules; JSON {metadata} for assets only)',
       auth: edit,
-      bodyType: 'multipart',
+      bodyType: 'raw',
       params,
       tags,
     },
     async (req) =>
-      upload(req.params.account_id, req.params.namespace, req.params.script_name, req.form!, false),
+      upload(
+        req.params.account_id,
+        req.params.namespace,
+        req.params.script_name,
+        uploadForm(req.c.req.header('content-type'), req.raw ?? Buffer.alloc(0)),
+        false,
+      ),
   );
 
   router.add(
