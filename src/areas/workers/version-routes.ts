@@ -463,15 +463,27 @@ export function mountVersionRoutes(
     async (req) => {
       const doc = await live(req);
       const type = req.c.req.header('content-type') ?? '';
+      // One store, three forms: a multipart `settings` JSON part (the platform's tools), the
+      // official client's `settings[...]` bracket fields, or JSON (bare or under `settings`).
       let rawSettings: unknown;
       try {
         if (/^multipart\//i.test(type)) {
-          const form = parseMultipart(type, req.raw ?? Buffer.alloc(0));
-          const part =
-            form.fields.settings ??
-            form.files.find((f) => f.field === 'settings')?.data.toString('utf8');
-          rawSettings = typeof part === 'string' ? JSON.parse(part) : form.metadata;
-        } else rawSettings = JSON.parse((req.raw ?? Buffer.alloc(0)).toString('utf8') || '{}');
+          const form = parseMultipart(type, req.raw ?? Buffer.alloc(0), 'settings');
+          const file = form.files.find((f) => f.field === 'settings');
+          rawSettings =
+            Object.keys(form.metadata).length === 0 && file
+              ? JSON.parse(file.data.toString('utf8'))
+              : form.metadata;
+        } else {
+          rawSettings = JSON.parse((req.raw ?? Buffer.alloc(0)).toString('utf8') || '{}');
+          if (
+            rawSettings &&
+            typeof rawSettings === 'object' &&
+            !Array.isArray(rawSettings) &&
+            'settings' in rawSettings
+          )
+            rawSettings = (rawSettings as { settings: unknown }).settings;
+        }
       } catch (err) {
         if (err instanceof SyntaxError) throw apiError('invalid_json', err.message);
         throw err;

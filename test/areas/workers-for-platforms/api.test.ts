@@ -293,6 +293,53 @@ describe('static asset upload protocol', () => {
     expect(deployed.body.result.has_assets).toBe(true);
   });
 
+  it("takes an assets-only script with _redirects and _headers through the official client's bracket form", async () => {
+    const up = await uploadAssets(t, 'assets-ns', 'static', { '/index.html': '<p>static</p>' });
+    const script = await cf.workersForPlatforms.dispatch.namespaces.scripts.update('static', {
+      account_id: t.accountId,
+      dispatch_namespace: 'assets-ns',
+      metadata: {
+        assets: {
+          jwt: up.jwt,
+          config: {
+            html_handling: 'auto-trailing-slash',
+            not_found_handling: 'single-page-application',
+            _redirects: '/old / 301\n',
+            _headers: '/*\n  X-Static: 1\n',
+          },
+        },
+      },
+    });
+    expect(script).toMatchObject({ id: 'static', has_assets: true, has_modules: false });
+    const settings = await cf.workersForPlatforms.dispatch.namespaces.scripts.settings.get(
+      'static',
+      { account_id: t.accountId, dispatch_namespace: 'assets-ns' },
+    );
+    expect((settings as any).assets.config).toMatchObject({
+      not_found_handling: 'single-page-application',
+      _redirects: '/old / 301\n',
+      _headers: '/*\n  X-Static: 1\n',
+    });
+    // The JSON form refuses what it cannot be: no metadata, code without its module, not JSON.
+    const put = (body: string, type = 'application/javascript') =>
+      fetch(
+        `${t.api}/accounts/${t.accountId}/workers/dispatch/namespaces/assets-ns/scripts/static`,
+        {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${t.token}`, 'content-type': type },
+          body,
+        },
+      );
+    const noMeta = await put('{"assets": {}}');
+    expect(noMeta.status).toBe(400);
+    expect(((await noMeta.json()) as any).errors[0].message).toContain('{"metadata"');
+    const noModule = await put('{"metadata": {"main_module": "main.js"}}');
+    expect(noModule.status).toBe(400);
+    expect(((await noModule.json()) as any).errors[0].message).toContain('main_module main.js');
+    expect((await put('{"metadata": ')).status).toBe(400);
+    expect((await put('export default {}')).status).toBe(415);
+  });
+
   it('refuses bad manifests, foreign or expired tokens and a completion token for another script', async () => {
     const short = await session('site', { '/a.txt': { hash: 'abc123', size: 1 } });
     expect(short.status).toBe(400);

@@ -11,7 +11,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
 import { echoHandler, startOrigin, type Origin } from '../../support/origins.ts';
 import { deployScript, edgeGet, edgeUrlOf } from '../workers/helpers.ts';
-import { createNamespace, HELLO, putCustomer, slowEdgeGet, uploadAssets } from './helpers.ts';
+import {
+  createNamespace,
+  HELLO,
+  putAssetsOnly,
+  putCustomer,
+  slowEdgeGet,
+  uploadAssets,
+} from './helpers.ts';
 
 const ORIGIN = '127.0.131.13';
 let t: TestServer;
@@ -129,6 +136,7 @@ beforeAll(async () => {
     'alice',
     'bob',
     'carol',
+    'dave',
     'loop',
     'chatty',
     'ghost',
@@ -297,7 +305,14 @@ describe('static assets', () => {
       'bob',
     );
     let r = await putCustomer(t, 'customers', 'bob', HELLO('bob'), {
-      assets: { jwt: bob.jwt, config: { not_found_handling: '404-page' } },
+      assets: {
+        jwt: bob.jwt,
+        config: {
+          not_found_handling: '404-page',
+          _redirects: '/old /about 301\n/go/* /:splat\n',
+          _headers: '/*.css\n  Cache-Control: public, max-age=600\n  X-Bob: css\n',
+        },
+      },
     });
     if (r.status !== 200) throw new Error(JSON.stringify(r.body));
     const carol = await uploadAssets(
@@ -350,5 +365,100 @@ describe('static assets', () => {
     expect(deep.status).toBe(200);
     expect(deep.body).toBe('<h1>carol home</h1>');
     expect(deep.headers['x-worker-first']).toBe('carol');
+  });
+});
+
+describe('_redirects, _headers and assets-only scripts', () => {
+  it("bob's _redirects answer before his script; _headers apply to assets, not to the script", async () => {
+    const moved = await edgeGet(edge, 'bob.wfp.test', '/old?ref=1');
+    expect(moved.status).toBe(301);
+    expect(moved.headers.location).toBe('/about?ref=1');
+    const splat = await edgeGet(edge, 'bob.wfp.test', '/go/style.css');
+    expect(splat.status).toBe(302);
+    expect(splat.headers.location).toBe('/style.css');
+    const css = await edgeGet(edge, 'bob.wfp.test', '/style.css');
+    expect(css.headers['cache-control']).toBe('public, max-age=600');
+    expect(css.headers['x-bob']).toBe('css');
+    const script = await edgeGet(edge, 'bob.wfp.test', '/nothing.css');
+    expect(script.body).toBe('hello from bob /nothing.css');
+    expect(script.headers['x-bob']).toBeUndefined();
+  });
+
+  it('an assets-only customer (no module) serves its site with its rules and not_found_handling', async () => {
+    const site = await uploadAssets(
+      t,
+      'customers',
+      'dave',
+      {
+        '/index.html': '<h1>dave home</h1>',
+        '/app.html': '<h1>dave app</h1>',
+        '/404.html': '<h1>dave 404</h1>',
+      },
+      'dave',
+    );
+    const r = await putAssetsOnly(t, 'customers', 'dave', {
+      compatibility_date: '2025-01-01',
+      tags: ['dave'],
+      assets: {
+        jwt: site.jwt,
+        config: {
+          not_found_handling: '404-page',
+          _redirects: '/app/* /app 200\n/home / 308\n',
+          _headers: '/*\n  X-Site: dave\n',
+        },
+      },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.result).toMatchObject({ has_assets: true, has_modules: false, handlers: [] });
+    const home = await edgeGet(edge, 'dave.wfp.test', '/');
+    expect(home.status).toBe(200);
+    expect(home.body).toBe('<h1>dave home</h1>');
+    expect(home.headers['x-site']).toBe('dave');
+    const rewritten = await edgeGet(edge, 'dave.wfp.test', '/app/deep/link');
+    expect(rewritten.status).toBe(200);
+    expect(rewritten.body).toBe('<h1>dave app</h1>');
+    expect((await edgeGet(edge, 'dave.wfp.test', '/home')).status).toBe(308);
+    const missing = await edgeGet(edge, 'dave.wfp.test', '/missing');
+    expect(missing.status).toBe(404);
+    expect(missing.body).toBe('<h1>dave 404</h1>');
+    expect(missing.headers['x-site']).toBe('dave');
+    const post = await edgeGet(edge, 'dave.wfp.test', '/', { method: 'POST', body: 'x' });
+    expect(post.status).toBe(405);
+    const content = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/customers/scripts/dave/content`,
+    );
+    expect(content.status).toBe(400);
+    expect(content.body.errors[0].message).toContain('assets-only');
+  });
+
+  it('refuses an assets-only script with bindings or run_worker_first, and a bad rule by line', async () => {
+    const site = await uploadAssets(t, 'customers', 'erin', { '/index.html': 'erin' }, 'erin');
+    const withBinding = await putAssetsOnly(t, 'customers', 'erin', {
+      bindings: [{ type: 'plain_text', name: 'A', text: 'b' }],
+      assets: { jwt: site.jwt },
+    });
+    expect(withBinding.status).toBe(400);
+    expect(withBinding.body.errors[0].message).toContain('no code to bind');
+    const first = await putAssetsOnly(t, 'customers', 'erin', {
+      assets: { jwt: site.jwt, config: { run_worker_first: true } },
+    });
+    expect(first.status).toBe(400);
+    expect(first.body.errors[0].message).toContain('run_worker_first');
+    const badRule = await putAssetsOnly(t, 'customers', 'erin', {
+      assets: { jwt: site.jwt, config: { _redirects: '/a /b\n/c /d 418\n' } },
+    });
+    expect(badRule.status).toBe(400);
+    expect(badRule.body.errors[0].message).toContain('_redirects line 2');
+    const noAssets = await putAssetsOnly(t, 'customers', 'erin', {
+      compatibility_date: '2025-01-01',
+    });
+    expect(noAssets.status).toBe(400);
+    expect(noAssets.body.errors[0].message).toContain('main_module');
+    const gone = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/customers/scripts/erin`,
+    );
+    expect(gone.status).toBe(404);
   });
 });

@@ -99,3 +99,19 @@ export function slowEdgeGet(
     req.end();
   });
 }
+
+/** PUT of an assets-only customer script: a metadata part and no module. */
+export async function putAssetsOnly(
+  t: TestServer,
+  ns: string,
+  name: string,
+  metadata: Record<string, unknown>,
+): Promise<{ status: number; body: any }> {
+  const form = new FormData();
+  form.append('metadata', new Blob([JSON.stringify(metadata)], { type: 'application/json' }));
+  const res = await fetch(
+    `${t.api}/accounts/${t.accountId}/workers/dispatch/namespaces/${ns}/scripts/${name}`,
+    { method: 'PUT', headers: { authorization: `Bearer ${t.token}` }, body: form },
+  );
+  return { status: res.status, body: (await res.json()) as any };
+}

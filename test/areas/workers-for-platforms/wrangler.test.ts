@@ -44,7 +44,28 @@ binding = "ASSETS"
   mkdirSync(join(work, 'customer', 'public'), { recursive: true });
   writeFileSync(join(work, 'customer', 'public', 'index.html'), '<h1>wrangled home</h1>');
   writeFileSync(join(work, 'customer', 'public', 'app.js'), 'console.log(1);');
+  // An assets-only project (no main) whose _redirects and _headers files ride in the metadata.
+  mkdirSync(join(work, 'site', 'public'), { recursive: true });
+  writeFileSync(
+    join(work, 'site', 'wrangler.toml'),
+    `name = "static-site"
+compatibility_date = "2025-01-01"
+[assets]
+directory = "./public"
+not_found_handling = "404-page"
+`,
+  );
+  writeFileSync(join(work, 'site', 'public', 'index.html'), '<h1>static home</h1>');
+  writeFileSync(join(work, 'site', 'public', '404.html'), '<h1>static 404</h1>');
+  writeFileSync(join(work, 'site', 'public', '_redirects'), '/blog/* /posts/:splat 301\n');
+  writeFileSync(join(work, 'site', 'public', '_headers'), '/*\n  X-Static: yes\n');
   await createNamespace(t, 'tenants');
+  await deployScript(
+    t,
+    'front-site',
+    `export default { fetch(request, env) { return env.NS.get('static-site').fetch(request); } };`,
+    { bindings: [{ type: 'dispatch_namespace', name: 'NS', namespace: 'tenants' }] },
+  );
   await deployScript(
     t,
     'front',
@@ -91,5 +112,28 @@ describe('wrangler deploy --dispatch-namespace', () => {
     );
     expect(await home.text()).toBe('<h1>wrangled home</h1>');
     expect(await asset.text()).toBe('console.log(1);');
+  });
+
+  it('deploys an assets-only project with its _redirects and _headers files', async () => {
+    const r = await wrangler(join(work, 'site'), ['deploy', '--dispatch-namespace', 'tenants']);
+    expect(r.code, r.out).toBe(0);
+    const got = await t.call(
+      'GET',
+      `/accounts/${t.accountId}/workers/dispatch/namespaces/tenants/scripts/static-site`,
+    );
+    expect(got.body.result.script).toMatchObject({ has_assets: true, has_modules: false });
+    const base = `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/front-site/invoke`;
+    const auth = { authorization: `Bearer ${t.token}` };
+    const home = await fetch(`${base}/`, { headers: auth });
+    expect(await home.text()).toBe('<h1>static home</h1>');
+    expect(home.headers.get('x-static')).toBe('yes');
+    const moved = await fetch(`${base}/blog/hello`, { headers: auth, redirect: 'manual' });
+    expect(moved.status).toBe(301);
+    expect(moved.headers.get('location')).toBe('/posts/hello');
+    const missing = await fetch(`${base}/nowhere`, { headers: auth });
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).toBe('<h1>static 404</h1>');
+    // The rule files are configuration, not assets.
+    expect((await fetch(`${base}/_redirects`, { headers: auth })).status).toBe(404);
   });
 });

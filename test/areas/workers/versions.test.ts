@@ -178,3 +178,69 @@ describe('versions and deployments', () => {
     );
   });
 });
+
+describe('PATCH settings of an account script', () => {
+  const invoke = async () => {
+    const res = await fetch(
+      `${t.api}/_outpost/accounts/${t.accountId}/workers/scripts/setme/invoke/`,
+      { headers: { authorization: `Bearer ${t.token}` } },
+    );
+    return (await res.json()) as any;
+  };
+  const settingsPath = () => `/accounts/${t.accountId}/workers/scripts/setme/settings`;
+
+  it("takes the official client's bracket form, the settings part and JSON over one store", async () => {
+    await deployScript(
+      t,
+      'setme',
+      `export default { fetch(request, env) { return Response.json({ greeting: env.GREETING ?? null }); } };`,
+      { bindings: [{ type: 'plain_text', name: 'GREETING', text: 'hi' }] },
+    );
+    expect(await invoke()).toEqual({ greeting: 'hi' });
+    const cf = sdk(t);
+    // The client sends settings[logpush], settings[tags][0], settings[bindings][0][name], …
+    const out = await cf.workers.scripts.scriptAndVersionSettings.edit('setme', {
+      account_id: t.accountId,
+      settings: {
+        logpush: true,
+        tags: ['blue'],
+        bindings: [{ type: 'plain_text', name: 'GREETING', text: 'hello' }],
+      },
+    });
+    expect(out).toMatchObject({ logpush: true, tags: ['blue'] });
+    expect(out.bindings).toEqual([{ type: 'plain_text', name: 'GREETING', text: 'hello' }]);
+    expect(await invoke()).toEqual({ greeting: 'hello' });
+    // The same store answers the other forms.
+    const form = new FormData();
+    form.append(
+      'settings',
+      new Blob([JSON.stringify({ logpush: false })], { type: 'application/json' }),
+      'blob',
+    );
+    const part = await fetch(`${t.api}${settingsPath()}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${t.token}` },
+      body: form,
+    });
+    expect(((await part.json()) as any).result).toMatchObject({ logpush: false, tags: ['blue'] });
+    const json = await t.call('PATCH', settingsPath(), { settings: { tags: ['green'] } });
+    expect(json.body.result).toMatchObject({ logpush: false, tags: ['green'] });
+    const got = await cf.workers.scripts.scriptAndVersionSettings.get('setme', {
+      account_id: t.accountId,
+    });
+    expect(got).toMatchObject({ logpush: false, tags: ['green'] });
+    expect(await invoke()).toEqual({ greeting: 'hello' });
+  });
+
+  it('refuses a bad bracket field naming it', async () => {
+    const form = new FormData();
+    form.append('settings[logpush]', 'maybe');
+    const res = await fetch(`${t.api}${settingsPath()}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${t.token}` },
+      body: form,
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as any).errors[0].message).toContain('settings.logpush');
+  });
+});

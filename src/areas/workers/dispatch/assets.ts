@@ -15,6 +15,14 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, extname } from 'node:path';
 import { apiError, ApiError } from '../../../core/errors.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
+import {
+  applyHeaders,
+  matchRedirect,
+  parseHeaders,
+  parseRedirects,
+  redirectLocation,
+  rulesOf,
+} from './rules.ts';
 import type { AssetEntry, AssetsConfig, ScriptAssets } from './store.ts';
 
 export const HASH = /^[0-9a-f]{32}$/;
@@ -23,6 +31,8 @@ export const MAX_ASSET_FILES = 20_000;
 /** Hashes per bucket (each bucket is one upload request). */
 export const BUCKET_SIZE = 50;
 export const SESSION_TTL_S = 3600;
+/** Size limit of a `_redirects` or `_headers` file. */
+export const MAX_RULES_BYTES = 1024 * 1024;
 
 export const DEFAULT_CONFIG: AssetsConfig = {
   html_handling: 'auto-trailing-slash',
@@ -167,6 +177,21 @@ export function checkConfig(raw: unknown): AssetsConfig {
       );
     out.run_worker_first = rwf;
   }
+  for (const file of ['_redirects', '_headers'] as const) {
+    const text = c[file];
+    if (text === undefined || text === null || text === '') continue;
+    if (typeof text !== 'string')
+      throw apiError('worker_invalid', `metadata.assets.config.${file}: expected the file's text`);
+    if (Buffer.byteLength(text) > MAX_RULES_BYTES)
+      throw apiError(
+        'worker_invalid',
+        `metadata.assets.config.${file}: ${Buffer.byteLength(text)} bytes; the limit is ${MAX_RULES_BYTES}`,
+      );
+    out[file] = text;
+  }
+  // Parsed now so that a bad line is refused at upload, naming the line.
+  if (out._redirects) parseRedirects(out._redirects);
+  if (out._headers) parseHeaders(out._headers);
   return out;
 }
 
@@ -289,29 +314,57 @@ export function notFound(assets: ScriptAssets, path: string): Resolution | undef
 }
 
 /**
- * Serves a request from a script's assets; undefined when nothing matches (the script runs, or
- * not-found handling applies when `fallback`).
+ * Serves a request from a script's assets, `_redirects` first and `_headers` on every answer.
+ * `mode`: `worker` (a script runs when nothing matches: undefined), `binding` (the script's
+ * `assets` binding: not-found handling, then undefined) or `only` (an assets-only script:
+ * not-found handling, then a 404).
  */
 export async function serveAsset(
   blobs: BlobStore,
   namespaceId: string,
   assets: ScriptAssets,
   req: Request,
-  fallback: boolean,
+  mode: 'worker' | 'binding' | 'only',
 ): Promise<Response | undefined> {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return undefined;
   const url = new URL(req.url);
+  const rules = rulesOf(assets.config);
+  const answer = (res: Response): Response => {
+    applyHeaders(rules, url, res.headers);
+    return res;
+  };
+  let pathname = url.pathname;
+  let rewritten = false;
+  const rule = matchRedirect(rules, url);
+  if (rule && rule.status !== 200)
+    return answer(
+      new Response(null, {
+        status: rule.status,
+        headers: { location: redirectLocation(rule.to, url) },
+      }),
+    );
+  if (rule) {
+    pathname = new URL(rule.to, url).pathname;
+    rewritten = true;
+  }
+  const getLike = req.method === 'GET' || req.method === 'HEAD';
+  if (!getLike && mode !== 'only') return undefined;
   let path: string;
   try {
-    path = decodeURIComponent(url.pathname);
+    path = decodeURIComponent(pathname);
   } catch {
-    path = url.pathname;
+    path = pathname;
   }
   let r = resolvePath(assets, path);
-  if (r.kind === 'none' && fallback) r = notFound(assets, path) ?? r;
-  if (r.kind === 'none') return undefined;
+  if (r.kind === 'none' && mode !== 'worker') r = notFound(assets, path) ?? r;
+  if (r.kind === 'none') {
+    if (mode === 'only' || rewritten) return answer(new Response(null, { status: 404 }));
+    return undefined;
+  }
+  if (!getLike) return answer(new Response(null, { status: 405, headers: { allow: 'GET, HEAD' } }));
   if (r.kind === 'redirect')
-    return new Response(null, { status: 307, headers: { location: r.location + url.search } });
+    return answer(
+      new Response(null, { status: 307, headers: { location: r.location + url.search } }),
+    );
   const etag = `"${r.entry.hash}"`;
   const headers = {
     'content-type': contentTypeOf(r.path),
@@ -320,14 +373,16 @@ export async function serveAsset(
   };
   const inm = req.headers.get('if-none-match');
   if (r.status === 200 && inm && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag))
-    return new Response(null, { status: 304, headers });
+    return answer(new Response(null, { status: 304, headers }));
   const body = await blobs.get(blobKey(namespaceId, r.entry.hash));
   if (!body)
     throw new ApiError(503, [
       { code: 10013, message: `asset ${r.path} is missing from the store` },
     ]);
-  return new Response(req.method === 'HEAD' ? null : new Uint8Array(body), {
-    status: r.status,
-    headers: { ...headers, 'content-length': String(body.length) },
-  });
+  return answer(
+    new Response(req.method === 'HEAD' ? null : new Uint8Array(body), {
+      status: r.status,
+      headers: { ...headers, 'content-length': String(body.length) },
+    }),
+  );
 }

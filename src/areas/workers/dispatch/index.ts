@@ -13,6 +13,9 @@
  *   with the session token → completion token (201) once every bucket arrived (202 before), then
  *   deploy with `metadata.assets.jwt`; served with content types, ETags, `html_handling`,
  *   `not_found_handling` and `run_worker_first`; an `assets` binding fetches them from the script.
+ *   `assets.config._redirects` / `_headers` (the files' text) answer before the script (rules.ts).
+ *   An upload with assets and no module is an assets-only script: nothing is loaded in the
+ *   runtime and its assets answer every request.
  * - The `dispatch_namespace` binding: `env.NS.get(name, args, {limits: {cpuMs, subRequests},
  *   outbound})` (runtime.ts). Customer scripts are guests of a small pool of runtime processes
  *   (two workerd processes, each with a Worker Loader): a new script is loaded into its pool's
@@ -35,8 +38,8 @@
  * with `Worker is unavailable.`; a guest waiting only on a timer while another spins may be taken
  * for the spinner (it fails, the spinner is sent again and caught next time); the pools'
  * memory is not watched per guest; quarantine is remembered per server until it restarts; the
- * CPU limit acts after `cpuMs` plus the runtime's CPU slack; assets-only scripts (no main module)
- * and service-worker scripts are not offered; a server keeps which version of a customer script
+ * CPU limit acts after `cpuMs` plus the runtime's CPU slack; service-worker scripts are not
+ * offered; `_redirects`/`_headers` lines the platform would skip are refused; a server keeps which version of a customer script
  * it has loaded in memory, so with several nodes a re-upload reaches the other nodes when their
  * copy is reloaded; a dispatched call still crosses Node once (dispatcher's runtime → Node →
  * pool); a direct workerd-to-workerd path would need the invocation opened without Node.

@@ -9,7 +9,8 @@ import type { AreaContext } from '../../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../../core/accounts.ts';
 import { apiError } from '../../../core/errors.ts';
 import { hexId } from '../../../core/ids.ts';
-import { parseMultipart, type MultipartForm } from '../../../core/multipart.ts';
+import { assertJsonDepth } from '../../../core/json.ts';
+import { boundaryOf, parseMultipart, type MultipartForm } from '../../../core/multipart.ts';
 import { pageOf, pageQuery } from '../../../core/pagination.ts';
 import { raw } from '../../../core/router.ts';
 import type { BlobStore } from '../../../core/storage/blobs.ts';
@@ -21,7 +22,7 @@ import {
   type BindingExtension,
 } from '../registry.ts';
 import { checkBindings, mergeBindings, scriptView, WORKERS_PERMISSION } from '../routes.ts';
-import type { StoredBinding } from '../store.ts';
+import type { StoredBinding, StoredContent } from '../store.ts';
 import type { UploadParser } from '../version-routes.ts';
 import {
   blobKey,
@@ -77,7 +78,12 @@ function checkTags(list: unknown): string[] {
 }
 
 function view(s: DispatchScript) {
-  return { ...scriptView(s), has_assets: !!s.assets };
+  return {
+    ...scriptView(s),
+    has_assets: !!s.assets,
+    // An assets-only script has no code.
+    has_modules: s.main_module !== '',
+  };
 }
 
 export function mountDispatchRoutes(
@@ -315,6 +321,64 @@ export function mountDispatchRoutes(
     return out;
   }
 
+  /**
+   * Whether an upload is of an assets-only script: no main module, no module parts, and assets
+   * (a completion token, or `keep_assets` over a script that has them).
+   */
+  function assetsOnly(
+    form: MultipartForm,
+    spec: ReturnType<typeof assetsOf>,
+    prev: DispatchScript | undefined,
+  ): boolean {
+    const m = form.metadata;
+    if (m.main_module !== undefined || m.body_part !== undefined) return false;
+    if (form.files.some((f) => f.field !== 'metadata')) return false;
+    return spec.assets?.jwt !== undefined || (spec.keep && !!prev?.assets);
+  }
+
+  /** The record of an assets-only script: no code, no bindings; its assets are added after. */
+  function assetsOnlyScript(
+    name: string,
+    meta: Record<string, unknown>,
+    prev: DispatchScript | undefined,
+  ): { script: DispatchScript; content: StoredContent } {
+    if (Array.isArray(meta.bindings) && meta.bindings.some((b: { type?: unknown } | null) => !(b && b.type === "assets")))
+      throw bad(
+        'metadata.bindings: an assets-only script (no main_module) has no code to bind; upload a module with metadata.main_module to use bindings',
+      );
+    if (Array.isArray(meta.bindings) && meta.bindings.length > 0)
+      throw bad(
+        'metadata.bindings: an assets binding is read by a script; an assets-only script (no main_module) serves its assets itself',
+      );
+    const cfg = (meta.assets as { config?: { run_worker_first?: unknown } } | undefined)?.config;
+    if (cfg && cfg.run_worker_first !== undefined && cfg.run_worker_first !== false)
+      throw bad(
+        'metadata.assets.config.run_worker_first needs a script to run: upload a module with metadata.main_module',
+      );
+    const date = meta.compatibility_date;
+    if (date !== undefined && (typeof date !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(date)))
+      throw bad('metadata.compatibility_date: expected YYYY-MM-DD');
+    const flags = meta.compatibility_flags;
+    if (flags !== undefined && !(Array.isArray(flags) && flags.every((f) => typeof f === 'string')))
+      throw bad('metadata.compatibility_flags: expected an array of strings');
+    const ts = clock.now().toISOString();
+    const script: DispatchScript = {
+      id: name,
+      etag: '',
+      main_module: '',
+      compatibility_date: (date as string | undefined) ?? null,
+      compatibility_flags: (flags as string[] | undefined) ?? [],
+      bindings: [],
+      handlers: [],
+      tags: meta.tags !== undefined ? checkTags(meta.tags) : (prev?.tags ?? []),
+      schedules: [],
+      settings: prev?.settings ?? {},
+      created_on: prev?.created_on ?? ts,
+      modified_on: ts,
+    };
+    return { script, content: { modules: [] } };
+  }
+
   async function upload(
     accountId: string,
     nsName: string,
@@ -350,12 +414,9 @@ export function mountDispatchRoutes(
       };
     }
     const spec = assetsOf(form);
-    const { script, content } = await parser.parseUpload(
-      accountId,
-      name,
-      spec.stripped,
-      prev?.body,
-    );
+    const { script, content } = assetsOnly(form, spec, prev?.body)
+      ? assetsOnlyScript(name, form.metadata, prev?.body)
+      : await parser.parseUpload(accountId, name, spec.stripped, prev?.body);
     if (script.tags.length) script.tags = checkTags(script.tags);
     const assets = await resolveAssets(accountId, ns, name, spec, prev?.body);
     const stored: DispatchScript = { ...script, ...(assets ? { assets } : {}) };
@@ -376,19 +437,49 @@ export function mountDispatchRoutes(
     return view(stored);
   }
 
+  /**
+   * The form of a script upload: multipart (either form), or the JSON `{metadata}` the official
+   * client sends when a script has no files (an assets-only script), whatever its content type.
+   */
+  function uploadForm(contentType: string | undefined, body: Buffer): MultipartForm {
+    if (boundaryOf(contentType, body)) return parseMultipart(contentType, body);
+    if (!body.toString('utf8', 0, 64).trimStart().startsWith('{'))
+      return parseMultipart(contentType, body);
+    let value: unknown;
+    try {
+      assertJsonDepth(body, 'the request body');
+      value = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      if (err instanceof SyntaxError) throw apiError('invalid_json', err.message);
+      throw err;
+    }
+    const meta = (value as { metadata?: unknown } | null)?.metadata;
+    if (!meta || typeof meta !== 'object' || Array.isArray(meta))
+      throw bad(
+        'expected multipart/form-data, or JSON {"metadata": {...}} for a script without module parts',
+      );
+    return { metadata: meta as Record<string, unknown>, fields: {}, files: [] };
+  }
+
   router.add(
     {
       method: 'PUT',
       path: `${BASE}/:namespace/scripts/:script_name`,
       operationId: 'namespace-worker-script-upload-worker-module',
-      summary: 'Upload a customer script (multipart: metadata + modules)',
+      summary: 'Upload a customer script (multipart: metadata + modules; JSON {metadata} for assets only)',
       auth: edit,
-      bodyType: 'multipart',
+      bodyType: 'raw',
       params,
       tags,
     },
     async (req) =>
-      upload(req.params.account_id, req.params.namespace, req.params.script_name, req.form!, false),
+      upload(
+        req.params.account_id,
+        req.params.namespace,
+        req.params.script_name,
+        uploadForm(req.c.req.header('content-type'), req.raw ?? Buffer.alloc(0)),
+        false,
+      ),
   );
 
   router.add(
@@ -529,6 +620,8 @@ export function mountDispatchRoutes(
     async (req) => {
       const { account_id: accountId, namespace, script_name: name } = req.params;
       const { ns, doc } = await requireScript(accountId, namespace, name);
+      if (doc.body.main_module === '')
+        throw bad(`script ${name} is assets-only: it has no code (its assets are served as they are)`);
       const content = await dispatchContents.get(db, scopeOf(accountId, ns.namespace_id), name);
       const main = content?.body.modules.find((m) => m.name === doc.body.main_module);
       return raw(

@@ -72,6 +72,8 @@ interface Live {
   namespace: NamespaceRecord;
   /** Set when the script runs as a guest of a pool (else it has its own process). */
   pool?: { tenant: string; guest: Guest };
+  /** An assets-only script: nothing is loaded in the runtime. */
+  assetsOnly?: boolean;
 }
 
 /** Runtime processes shared by customer scripts (each holds a Worker Loader). */
@@ -266,7 +268,7 @@ export class DispatchRuntime {
       bindings[ASSETS_BINDING] = {
         type: 'service',
         fetch: async (req) =>
-          (await serveAsset(this.blobs, ns.namespace_id, assets, req, true)) ??
+          (await serveAsset(this.blobs, ns.namespace_id, assets, req, 'binding')) ??
           new Response('Not Found', { status: 404 }),
       };
     }
@@ -300,6 +302,17 @@ export class DispatchRuntime {
   ): Promise<void> {
     const host = this.registry.requireHost();
     const tenant = tenantOf(ns.namespace_id, script.id);
+    if (script.main_module === '') {
+      // Assets-only: nothing runs; the previous code of this name (if any) is let go.
+      if (script.bindings.length > 0 || script.assets?.binding)
+        throw apiError(
+          'worker_invalid',
+          'an assets-only script (no main module) has no code to bind; upload a module to use bindings',
+        );
+      await this.unload(ns.namespace_id, script.id);
+      this.live.set(tenant, { etag: script.etag, script, namespace: ns, assetsOnly: true });
+      return;
+    }
     const opts = this.loadOptions(accountId, ns, script, content);
     try {
       if (!this.quarantined.has(tenant)) {
@@ -407,7 +420,7 @@ export class DispatchRuntime {
     const tenant = tenantOf(ns.namespace_id, name);
     const host = this.registry.requireHost();
     const cached = this.live.get(tenant);
-    if (cached && (cached.pool || host.has(tenant, MAIN))) return cached;
+    if (cached && (cached.pool || cached.assetsOnly || host.has(tenant, MAIN))) return cached;
     const pending = this.loading.get(tenant);
     if (pending) {
       await pending.catch(() => {});
@@ -455,7 +468,7 @@ export class DispatchRuntime {
     const limits = callLimits(spec);
     if (typeof limits === 'string') return false;
     const live = await this.ensure(accountId, String(binding.namespace), spec.script);
-    if (!live) return false;
+    if (!live || live.assetsOnly) return false;
     const assets = live.script.assets;
     if (assets && !workerFirst(assets.config, new URL(spec.url).pathname)) return false;
     // The dispatcher's runtime headers (its invocation, key, binding name) and the call's options
@@ -532,6 +545,8 @@ export class DispatchRuntime {
     const live = await this.ensure(accountId, String(binding.namespace), spec.script);
     if (!live) return failed('Worker not found.');
     const assets = live.script.assets;
+    if (live.assetsOnly && assets)
+      return (await serveAsset(this.blobs, live.namespace.namespace_id, assets, request, 'only'))!;
     const path = new URL(request.url).pathname;
     if (assets && !workerFirst(assets.config, path)) {
       const served = await serveAsset(
@@ -539,7 +554,7 @@ export class DispatchRuntime {
         live.namespace.namespace_id,
         assets,
         request,
-        false,
+        'worker',
       );
       if (served) return served;
     }

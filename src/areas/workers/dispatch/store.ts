@@ -22,6 +22,10 @@ export interface AssetsConfig {
   not_found_handling: 'none' | '404-page' | 'single-page-application';
   /** `true`, `false`, or path patterns (`/api/*`, `!/api/docs`) that run the script first. */
   run_worker_first: boolean | string[];
+  /** The `_redirects` file as uploaded (rules in rules.ts). */
+  _redirects?: string;
+  /** The `_headers` file as uploaded (rules in rules.ts). */
+  _headers?: string;
 }
 
 export interface AssetEntry {
