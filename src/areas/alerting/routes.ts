@@ -45,6 +45,20 @@ function testBody(accountId: string, name: string) {
   };
 }
 
+/** The filter options of the DDoS alert types, in the platform's `{ComparisonOperator, Key, Optional}` form. */
+const ddosFilters = (keys: string[]) => keys.map((Key) => ({ ComparisonOperator: '==', Key, Optional: true }));
+const L7_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'requests_per_second']);
+const L4_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'target_ip', 'protocol', 'packets_per_second', 'megabits_per_second']);
+/** Only the alert types something in Outpost raises (DDoS attacks); others are accepted on policies but never sent. */
+const AVAILABLE_ALERTS = {
+  'DDoS Protection': [
+    { type: 'dos_attack_l7', display_name: 'HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack against a zone started or ended.', filter_options: L7_FILTERS },
+    { type: 'advanced_ddos_attack_l7_alert', display_name: 'Advanced HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack started or ended (filters on zones, hosts and rates).', filter_options: L7_FILTERS },
+    { type: 'dos_attack_l4', display_name: 'Layer 3/4 DDoS Attack Alerter', description: 'A DDoS attack against a proxied TCP/UDP application started or ended.', filter_options: L4_FILTERS },
+    { type: 'advanced_ddos_attack_l4_alert', display_name: 'Advanced Layer 3/4 DDoS Attack Alerter', description: 'A layer 3/4 DDoS attack started or ended (filters on addresses, protocols and rates).', filter_options: L4_FILTERS },
+  ],
+};
+
 export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
   const { router, clock } = ctx;
   const db = ctx.database.db;
@@ -192,6 +206,28 @@ export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
       const { accountId, doc } = await webhookOf(req);
       await webhooks.delete(db, accountId, doc.id);
       return bare(req);
+    },
+  );
+
+  // --- what can be alerted, and where --------------------------------------------------------
+  router.add(
+    { method: 'GET', path: `${BASE}/available_alerts`, operationId: 'listAlertingAvailableAlerts', summary: 'Alert types Outpost raises, grouped by product, with the filters each accepts', auth: read, tags },
+    async (req) => {
+      await account(req);
+      return AVAILABLE_ALERTS;
+    },
+  );
+
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/eligible`, operationId: 'getAlertingEligibleDestinations', summary: 'Delivery mechanisms: whether each can be used and is ready to deliver', auth: read, tags },
+    async (req) => {
+      const accountId = await account(req);
+      const hooks = await webhooks.all(db, accountId);
+      return {
+        email: [{ type: 'email', eligible: true, ready: ctx.config.alertingSmtp !== undefined }],
+        pagerduty: [{ type: 'pagerduty', eligible: false, ready: false }],
+        webhooks: [{ type: 'webhook', eligible: true, ready: hooks.length > 0 }],
+      };
     },
   );
 
