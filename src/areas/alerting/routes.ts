@@ -231,6 +231,38 @@ export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
     },
   );
 
+  // PagerDuty services are connected through the platform's own OAuth hand-off, which Outpost
+  // cannot take part in: none is ever connected, a connection is refused with the reason, and
+  // policies naming a PagerDuty target keep it as `not_deliverable` in the history.
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/pagerduty`, operationId: 'listAlertingPagerduty', summary: 'Connected PagerDuty services (none: Outpost cannot connect PagerDuty)', auth: read, tags },
+    async (req) => {
+      await account(req);
+      return [];
+    },
+  );
+  router.add(
+    { method: 'POST', path: `${BASE}/destinations/pagerduty/connect`, operationId: 'connectAlertingPagerduty', summary: 'Start a PagerDuty connection (refused: not available in Outpost)', auth: edit, tags },
+    async (req) => {
+      await account(req);
+      throw apiError('alerting_invalid', 'PagerDuty cannot be connected to Outpost (it needs the OAuth hand-off of the platform); use a webhook destination or email');
+    },
+  );
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/pagerduty/connect/:token_id`, operationId: 'linkAlertingPagerduty', summary: 'Finish a PagerDuty connection (no connection was started)', auth: edit, params: { token_id: 'any' }, tags },
+    async (req) => {
+      await account(req);
+      throw apiError('alerting_destination_not_found', req.params.token_id);
+    },
+  );
+  router.add(
+    { method: 'DELETE', path: `${BASE}/destinations/pagerduty`, operationId: 'deleteAlertingPagerduty', summary: 'Remove every PagerDuty service (there is none)', auth: edit, tags },
+    async (req) => {
+      await account(req);
+      return bare(req);
+    },
+  );
+
   // --- history -------------------------------------------------------------------------------
   router.add(
     { method: 'GET', path: `${BASE}/history`, operationId: 'listAlertingHistory', summary: 'Alerts sent (and pending) with their delivery status, newest first', auth: read, query: HistoryQuery, tags },

@@ -2,7 +2,7 @@
  * What the official client asks before it writes a policy: `alerting.availableAlerts.list` (the
  * alert types Outpost raises, each usable in a policy) and `alerting.destinations.eligible.get`
  * (email ready only with an SMTP server, webhooks once a destination exists, PagerDuty not
- * deliverable), `alerting.history.list`. And the policy filters applied to attack records, one filter at a time.
+ * deliverable), `alerting.history.list`, `alerting.destinations.pagerduty.*` (none connectable). And the policy filters applied to attack records, one filter at a time.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -56,6 +56,15 @@ describe('alert catalogue and eligible destinations', () => {
     await cf.alerting.destinations.webhooks.create({ account_id: t.accountId, name: 'ops', url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` });
     const after = await cf.alerting.destinations.eligible.get({ account_id: t.accountId });
     expect(after.webhooks).toEqual([{ type: 'webhook', eligible: true, ready: true }]);
+    // PagerDuty cannot be connected: none listed, a connection is refused with the reason.
+    const connected = [];
+    for await (const p of cf.alerting.destinations.pagerduty.get({ account_id: t.accountId })) connected.push(p);
+    expect(connected).toEqual([]);
+    const connect = await t.call('POST', `/accounts/${t.accountId}/alerting/v3/destinations/pagerduty/connect`);
+    expect(connect.status).toBe(400);
+    expect(connect.body.errors[0].message).toContain('PagerDuty');
+    expect((await t.call('GET', `/accounts/${t.accountId}/alerting/v3/destinations/pagerduty/connect/abc`)).status).toBe(404);
+    await cf.alerting.destinations.pagerduty.delete({ account_id: t.accountId });
     // No attack ran: the history is an empty page through the client's paginated list.
     const history = await cf.alerting.history.list({ account_id: t.accountId, per_page: 5 });
     expect(history.result).toEqual([]);
