@@ -4,7 +4,9 @@
  * API: `/accounts/{a}/alerting/v3/policies` create (→ `{id}`), list (unpaginated), get, update
  * (→ `{id}`), delete (envelope without `result`); `…/destinations/webhooks` with a test POST on
  * create and update (a destination whose endpoint does not answer 2xx is refused with 400 and the
- * reason); `…/history` (page, per_page, since, before) with each delivery's status.
+ * reason); `…/history` (page, per_page, since, before) with each delivery's status;
+ * `…/available_alerts` (the DDoS alert types, the ones Outpost raises), `…/destinations/eligible`,
+ * `…/destinations/pagerduty` (always empty; connecting is refused with the reason).
  * Delivery (dispatch.ts, outbox.ts): DDoS attack starts and ends (`ddos.attack` events) raise
  * alerts for the matching policies; webhooks get the platform's body and `cf-webhook-auth`; email
  * goes through `--alerting-smtp`; retries with backoff from a durable outbox.

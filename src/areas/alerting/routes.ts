@@ -45,6 +45,20 @@ function testBody(accountId: string, name: string) {
   };
 }
 
+/** The filter options of the DDoS alert types, in the platform's `{ComparisonOperator, Key, Optional}` form. */
+const ddosFilters = (keys: string[]) => keys.map((Key) => ({ ComparisonOperator: '==', Key, Optional: true }));
+const L7_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'requests_per_second']);
+const L4_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'target_ip', 'protocol', 'packets_per_second', 'megabits_per_second']);
+/** Only the alert types something in Outpost raises (DDoS attacks); others are accepted on policies but never sent. */
+const AVAILABLE_ALERTS = {
+  'DDoS Protection': [
+    { type: 'dos_attack_l7', display_name: 'HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack against a zone started or ended.', filter_options: L7_FILTERS },
+    { type: 'advanced_ddos_attack_l7_alert', display_name: 'Advanced HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack started or ended (filters on zones, hosts and rates).', filter_options: L7_FILTERS },
+    { type: 'dos_attack_l4', display_name: 'Layer 3/4 DDoS Attack Alerter', description: 'A DDoS attack against a proxied TCP/UDP application started or ended.', filter_options: L4_FILTERS },
+    { type: 'advanced_ddos_attack_l4_alert', display_name: 'Advanced Layer 3/4 DDoS Attack Alerter', description: 'A layer 3/4 DDoS attack started or ended (filters on addresses, protocols and rates).', filter_options: L4_FILTERS },
+  ],
+};
+
 export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
   const { router, clock } = ctx;
   const db = ctx.database.db;
@@ -191,6 +205,60 @@ export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
     async (req) => {
       const { accountId, doc } = await webhookOf(req);
       await webhooks.delete(db, accountId, doc.id);
+      return bare(req);
+    },
+  );
+
+  // --- what can be alerted, and where --------------------------------------------------------
+  router.add(
+    { method: 'GET', path: `${BASE}/available_alerts`, operationId: 'listAlertingAvailableAlerts', summary: 'Alert types Outpost raises, grouped by product, with the filters each accepts', auth: read, tags },
+    async (req) => {
+      await account(req);
+      return AVAILABLE_ALERTS;
+    },
+  );
+
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/eligible`, operationId: 'getAlertingEligibleDestinations', summary: 'Delivery mechanisms: whether each can be used and is ready to deliver', auth: read, tags },
+    async (req) => {
+      const accountId = await account(req);
+      const hooks = await webhooks.all(db, accountId);
+      return {
+        email: [{ type: 'email', eligible: true, ready: ctx.config.alertingSmtp !== undefined }],
+        pagerduty: [{ type: 'pagerduty', eligible: false, ready: false }],
+        webhooks: [{ type: 'webhook', eligible: true, ready: hooks.length > 0 }],
+      };
+    },
+  );
+
+  // PagerDuty services are connected through the platform's own OAuth hand-off, which Outpost
+  // cannot take part in: none is ever connected, a connection is refused with the reason, and
+  // policies naming a PagerDuty target keep it as `not_deliverable` in the history.
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/pagerduty`, operationId: 'listAlertingPagerduty', summary: 'Connected PagerDuty services (none: Outpost cannot connect PagerDuty)', auth: read, tags },
+    async (req) => {
+      await account(req);
+      return [];
+    },
+  );
+  router.add(
+    { method: 'POST', path: `${BASE}/destinations/pagerduty/connect`, operationId: 'connectAlertingPagerduty', summary: 'Start a PagerDuty connection (refused: not available in Outpost)', auth: edit, tags },
+    async (req) => {
+      await account(req);
+      throw apiError('alerting_invalid', 'PagerDuty cannot be connected to Outpost (it needs the OAuth hand-off of the platform); use a webhook destination or email');
+    },
+  );
+  router.add(
+    { method: 'GET', path: `${BASE}/destinations/pagerduty/connect/:token_id`, operationId: 'linkAlertingPagerduty', summary: 'Finish a PagerDuty connection (no connection was started)', auth: edit, params: { token_id: 'any' }, tags },
+    async (req) => {
+      await account(req);
+      throw apiError('alerting_destination_not_found', req.params.token_id);
+    },
+  );
+  router.add(
+    { method: 'DELETE', path: `${BASE}/destinations/pagerduty`, operationId: 'deleteAlertingPagerduty', summary: 'Remove every PagerDuty service (there is none)', auth: edit, tags },
+    async (req) => {
+      await account(req);
       return bare(req);
     },
   );

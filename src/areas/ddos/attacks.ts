@@ -148,6 +148,8 @@ export class AttackRecorder {
   }
 
   async list(accountId: string, q: { zoneId?: string; layer?: string; status?: string; limit: number; offset: number }): Promise<{ items: AttackRecord[]; total: number }> {
+    // An attack that ended is no longer live: its stored record must say so before it is read.
+    await this.flush();
     const filters: Filter<'zone_id' | 'layer' | 'status'>[] = [];
     if (q.zoneId) filters.push({ field: 'zone_id', op: 'eq', value: q.zoneId });
     if (q.layer) filters.push({ field: 'layer', op: 'eq', value: q.layer });
@@ -164,6 +166,7 @@ export class AttackRecorder {
   }
 
   async get(accountId: string, id: string): Promise<AttackRecord | undefined> {
+    await this.writes.get(id);
     const doc = await attacks.get(this.database.db, accountId, id);
     return doc ? this.overlay(doc.body) : undefined;
   }

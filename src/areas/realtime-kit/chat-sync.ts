@@ -1,35 +1,22 @@
 /**
  * Session chat export (semantics §2.8: `meeting.chatSynced`, session chat as CSV behind a
- * download URL). When a session that had chat messages ends, its chat is written to storage and
- * `meeting.chatSynced` is queued in the webhook outbox with a signed download link to that
- * snapshot (`GET …/sessions/{id}/chat`, in media/, serves the live per-message store); the link (`/realtime/kit/synced-chats/…`,
- * no account token: the signature and expiry are the credential, like a pre-signed object URL)
- * serves the CSV. Links are signed with the platform key, so any node can check them.
- * Image messages carry their data URL in the CSV while the file stays under MAX_STORED_BYTES;
- * later images are listed with an empty payload.
+ * download URL). Chat messages are stored one by one as they are sent (media/exports.ts, the one
+ * chat store). When a session that had chat messages ends, `meeting.chatSynced` is queued in the
+ * webhook outbox with a signed download link; the link (`/realtime/kit/synced-chats/…`, no account
+ * token: the signature and expiry are the credential, like a pre-signed object URL) serves the
+ * session's stored messages in the same CSV form as `GET …/sessions/{id}/chat`. Links are signed
+ * with the platform key, so any node can check them and they outlive a restart.
  */
 import { createSign, createVerify } from 'node:crypto';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError } from '../../core/errors.ts';
 import type { SigningKey } from './keys.ts';
 import { reply, route } from './http.ts';
-import { sessionChats, type SessionChat } from './store.ts';
+import { renderChat, sessionChat } from './media/exports.ts';
 
 /** How long a chat download link works, seconds. */
 export const CHAT_LINK_TTL_SECS = 3600;
-const MAX_STORED_BYTES = 8 * 1024 * 1024;
 const DOWNLOAD_PATH = '/realtime/kit/synced-chats';
-
-/** Keeps the messages to store, dropping image payloads past the size budget. */
-export function chatToStore(messages: SessionChat['messages']): SessionChat['messages'] {
-  let bytes = 0;
-  return messages.map((m) => {
-    const size = (m.message?.length ?? 0) + (m.link?.length ?? 0) + 256;
-    if (bytes + size > MAX_STORED_BYTES && m.type === 'image') return { ...m, link: '' };
-    bytes += size;
-    return { ...m };
-  });
-}
 
 function signed(appId: string, sessionId: string, expires: number): string {
   return `chat\n${appId}\n${sessionId}\n${expires}`;
@@ -40,18 +27,6 @@ export function chatLink(key: SigningKey, origin: string, appId: string, session
   const expires = Math.floor(now.getTime() / 1000) + CHAT_LINK_TTL_SECS;
   const signature = createSign('RSA-SHA256').update(signed(appId, sessionId, expires)).sign(key.privateKey, 'base64url');
   return { url: `${origin}${DOWNLOAD_PATH}/${appId}/${sessionId}?expires=${expires}&signature=${signature}`, expiry: new Date(expires * 1000).toISOString() };
-}
-
-function csvField(v: string): string {
-  return /[",\r\n]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v;
-}
-
-export function chatCsv(chat: SessionChat): string {
-  const rows = [['id', 'participantId', 'sessionId', 'meetingId', 'displayName', 'pinned', 'isEdited', 'payloadType', 'payload', 'createdAt']];
-  for (const m of chat.messages) {
-    rows.push([m.id, m.userId, chat.session_id, chat.meeting_id, m.displayName, 'false', 'false', m.type === 'image' ? 'IMAGE_MESSAGE' : 'TEXT_MESSAGE', (m.type === 'image' ? m.link : m.message) ?? '', m.time]);
-  }
-  return rows.map((r) => r.map(csvField).join(',')).join('\r\n') + '\r\n';
 }
 
 /** The origin clients reached the API at, from a Host header; undefined when it is not a plain host[:port]. */
@@ -70,8 +45,8 @@ export function mountChatRoutes(ctx: AreaContext, deps: { key: () => SigningKey 
     const ok = createVerify('RSA-SHA256').update(signed(params.app_id, params.session_id, expires)).verify(deps.key().publicKey, signature, 'base64url');
     if (!ok) return reply(403, { success: false, error: { code: 403, message: 'the download link signature does not match' } });
     if (expires * 1000 < ctx.clock.now().getTime()) return reply(403, { success: false, error: { code: 403, message: 'the download link has expired' } });
-    const chat = await sessionChats.get(db, params.app_id, params.session_id);
-    if (!chat) throw apiError('rtk_not_found', 'Chat of session', params.session_id);
-    return new Response(chatCsv(chat.body), { status: 200, headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="chat-${params.session_id}.csv"` } });
+    const messages = await sessionChat(db, params.session_id);
+    if (messages.length === 0) throw apiError('rtk_not_found', 'Chat of session', params.session_id);
+    return new Response(renderChat(messages), { status: 200, headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="chat-${params.session_id}.csv"` } });
   });
 }

@@ -14,9 +14,9 @@
  * (live.ts); media through this area's own media forwarder instance (calls/sfu). The client SDK is
  * served at `/realtime/kit/sdk.js` (types at `/realtime/kit/sdk.d.ts`) and a meeting page built on
  * it at `/realtime/kit/meeting?authToken=…`.
- * Chat export (chat-sync.ts): a session that had chat messages stores its chat when it ends and
- * queues `meeting.chatSynced` with a signed CSV download link; `…/sessions/{id}/chat` answers a
- * fresh link.
+ * Chat export: messages are stored one by one as they are sent (media/exports.ts, one store and
+ * one CSV form); a session that had chat messages queues `meeting.chatSynced` with a signed CSV
+ * download link when it ends (chat-sync.ts); `…/sessions/{id}/chat` answers a fresh link.
  * A REST mute (or mute-all) is enforced at the forwarder: the peer's audio track is paused for
  * every subscriber whatever its client does, until the peer unmutes itself (refused after
  * mute-all without `allow_unmute`).
@@ -31,8 +31,8 @@
  * view as HLS: `POST /meetings/{id}/livestreams`, `active-livestream`, `active-livestream/stop`).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
- * LIVE in storage (right for one node restarting, wrong for a fleet; the chat of such a session
- * is lost, no `meeting.chatSynced`); transcripts are English only and final-only (no partial
+ * LIVE in storage (right for one node restarting, wrong for a fleet; such a session sends no
+ * `meeting.chatSynced`, its stored chat stays downloadable); transcripts are English only and final-only (no partial
  * results), arriving after the speaker pauses; artefact download URLs are signed with a
  * per-process key (a restart invalidates them); recordings (media/recordings.ts: a headless
  * Chromium recorder, ffmpeg) and livestreams (media/livestreams.ts, media/rtmp.ts: RTMP ingest to

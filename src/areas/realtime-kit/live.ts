@@ -20,9 +20,9 @@ import { uuid } from '../../core/ids.ts';
 import { Forwarder, SfuError, checkSdp, type Session as SfuSession, type TrackItem } from '../calls/sfu/index.ts';
 import { verifyToken, type SigningKey } from './keys.ts';
 import type { Permissions } from './presets.ts';
-import { apps, meetings, participants, presets, sessionChats, sessionPeers, sessions, type SessionChat, type Meeting, type Participant, type SessionRecord } from './store.ts';
+import { apps, meetings, participants, presets, sessionPeers, sessions, type Meeting, type Participant, type SessionRecord } from './store.ts';
 import type { Deliveries } from './webhooks.ts';
-import { chatLink, chatToStore, originOf } from './chat-sync.ts';
+import { chatLink, originOf } from './chat-sync.ts';
 
 export const SOCKET_PATH = '/realtime/kit/socket';
 /** Longest chat text, characters. */
@@ -119,6 +119,8 @@ export interface LiveMediaHooks {
   audioPublished(a: { meetingId: string; sessionId: string; sessionStartedAt: string; peer: PeerInfo; permissions: Permissions; sfuSessionId: string; trackName: string }): void;
   peerGone(peerId: string): void;
   chatSent(a: { meetingId: string; sessionId: string; message: ChatMessage }): void;
+  /** Resolves once every chat message of the session sent so far is stored (before `meeting.chatSynced`). */
+  chatStored?(sessionId: string): Promise<void>;
   /** A session began (after `meeting.started` is queued): recordings start here on `record_on_start`. */
   sessionStarted?(a: { appId: string; meetingId: string }): void;
 }
@@ -540,13 +542,12 @@ export class Live {
     this.dropIfEmpty(room);
   }
 
-  /** Writes the ended session's chat to storage and queues `meeting.chatSynced` with a download link. */
+  /** Queues `meeting.chatSynced` with a download link to the ended session's stored chat. */
   private async syncChat(room: Room, s: SessionRecord, meeting: Meeting | undefined): Promise<void> {
     const at = this.now();
     const { config } = this.opts.ctx;
     const origin = room.origin ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.apiPort}`;
-    const chat: SessionChat = { session_id: s.id, meeting_id: room.meetingId, app_id: room.appId, origin, messages: chatToStore(room.chat), synced_at: at.toISOString() };
-    await sessionChats.insert(this.db, room.appId, s.id, chat, at);
+    await this.opts.media?.chatStored?.(s.id);
     const link = chatLink(this.opts.key(), origin, room.appId, s.id, at);
     await this.opts.deliveries.enqueue(room.appId, 'meeting.chatSynced', {
       meeting: meeting ? await this.meetingPayload(room, meeting) : { id: room.meetingId, sessionId: s.id },

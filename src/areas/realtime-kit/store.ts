@@ -157,15 +157,3 @@ export const OUTBOX_SCOPE = 'outbox';
 export function dueKey(ms: number): string {
   return String(Math.max(0, Math.floor(ms))).padStart(15, '0');
 }
-
-/** A session's chat, written when the session ends (`meeting.chatSynced`); scoped by app, id = session id. */
-export interface SessionChat {
-  session_id: string;
-  meeting_id: string;
-  app_id: string;
-  /** Origin the participants reached the API at; download links are built on it. */
-  origin: string;
-  messages: Array<{ id: string; type: 'text' | 'image'; message?: string; link?: string; userId: string; peerId: string; displayName: string; time: string }>;
-  synced_at: string;
-}
-export const sessionChats = defineCollection<SessionChat>({ kind: 'rtk_session_chat' });

@@ -5,7 +5,7 @@
  * (no transcoding) under the subscriber's own SSRC, and a PLI from the subscriber reaches the
  * publisher. Session state, close by trackName and by mid, and closing twice.
  */
-import { MediaStreamTrack, RtpHeader, RtpPacket, type RTCPeerConnection } from 'werift';
+import { GenericNack, MediaStreamTrack, RtcpTransportLayerFeedback, RtpHeader, RtpPacket, type RTCPeerConnection } from 'werift';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { connected, createApp, loopbackPeer, sfuCall, type SfuApp } from './sfu-support.ts';
@@ -26,7 +26,7 @@ afterAll(async () => {
 describe('forwarding between werift peers', () => {
   // werift's DTLS client aborts when a HelloVerifyRequest arrives twice (a retransmission on a
   // loaded machine); that is the test client's fault, not the forwarder's, so the test may retry.
-  it('push → pull → RTP forwarded unchanged, PLI reaches the publisher', { retry: 2, timeout: 60_000 }, async () => {
+  it('push → pull → RTP forwarded unchanged, a NACK is answered by retransmission, PLI reaches the publisher', { retry: 2, timeout: 60_000 }, async () => {
     // Publisher
     const pub = loopbackPeer(t);
     peers.push(pub);
@@ -110,6 +110,19 @@ describe('forwarding between werift peers', () => {
       await new Promise((r) => setTimeout(r, 400));
     }
     expect(plis).toBeGreaterThan(before);
+
+    // A NACK from the subscriber is answered from the forwarder's history: the packet comes again,
+    // with the subscriber's sequence number and the same payload.
+    const wanted = received[5];
+    const copies = () => received.filter((p) => p.header.sequenceNumber === wanted.header.sequenceNumber).length;
+    expect(copies()).toBe(1);
+    const nack = new RtcpTransportLayerFeedback({ feedback: new GenericNack({ senderSsrc: 1, mediaSourceSsrc: receiverSsrc!, lost: [wanted.header.sequenceNumber] }) });
+    for (let i = 0; i < 10 && copies() === 1; i++) {
+      await (receiver as unknown as { dtlsTransport: { sendRtcp(p: unknown[]): Promise<void> } }).dtlsTransport.sendRtcp([nack]);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(copies()).toBeGreaterThan(1);
+    expect(received.filter((p) => p.header.sequenceNumber === wanted.header.sequenceNumber).every((p) => p.payload.equals(wanted.payload))).toBe(true);
 
     // Session state
     const state1 = await sfuCall(t, app, 'GET', `/sessions/${s1.body.sessionId}`);

@@ -2,7 +2,8 @@
  * HTTP DDoS detection on live edge traffic: floods from one loopback source (and from several)
  * against a zone's host are mitigated within seconds while another source stays served; overrides
  * through the official client change the outcome (eoff: none, log: events only, rule level over
- * category level, challenge with a solvable interstitial); attack events are recorded and queryable.
+ * category level, challenge with a solvable interstitial, an override scoped by its expression);
+ * a flood without User-Agent meets the anomaly rule; attack events are recorded and queryable.
  * Rate floors are scaled to 10 % and windows to 250 ms so floods of a few hundred requests suffice.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -172,6 +173,34 @@ describe('L7 floods', () => {
     expect((await request(edge, HOST, ATTACKER, '/', { cookie })).status).toBe(200);
     expect((await f).statuses[403] ?? 0).toBeGreaterThan(0);
     await quiet();
+    await overrides(undefined);
+  });
+
+  it('an override scoped by its expression leaves other hosts on the defaults; a flood without User-Agent is caught by the anomaly rule', async () => {
+    const scoped = async (host: string) =>
+      cf.rulesets.phases.update('ddos_l7', {
+        zone_id: zone.id,
+        rules: [{ action: 'execute', expression: `http.host eq "${host}"`, action_parameters: { id: DDOS_L7_ID, overrides: { sensitivity_level: 'eoff' } } }],
+      } as never);
+    // eoff for another host only: this host keeps the default sensitivity and is protected.
+    await scoped('other.flood.test');
+    const other = await floodWithLegit(1000);
+    expect(other.floods[0].statuses[403] ?? 0).toBeGreaterThan(0);
+    await quiet();
+    // The same override scoped to this host: nothing is mitigated.
+    await scoped(HOST);
+    const own = await floodWithLegit(1000);
+    expect(own.floods[0].statuses[403] ?? 0).toBe(0);
+
+    // Only the anomaly rules left on: requests without a User-Agent are the flood.
+    const BARE = '127.0.222.5';
+    await overrides({ categories: [{ category: 'http-flood', enabled: false }] });
+    const bare = await flood({ url: edge, host: HOST, from: BARE, durationMs: 1000, concurrency: 4 });
+    expect(bare.statuses[403] ?? 0).toBeGreaterThan(0);
+    await quiet();
+    const rec = (await attacks()).find((a) => a.rule_id === managedRuleId('l7', 3));
+    expect(rec).toMatchObject({ category: 'http-anomaly', action: 'block', status: 'ended', sources: [BARE] });
+    expect((await request(edge, HOST, LEGIT, '/', { 'user-agent': 'legit-browser/1.0' })).status).toBe(200);
     await overrides(undefined);
   });
 });

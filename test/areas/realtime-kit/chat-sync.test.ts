@@ -27,6 +27,7 @@ async function session(meetingId: string, chat: boolean): Promise<string> {
   if (chat) {
     expect((await c.request({ t: 'chat', kind: 'text', text: 'hello, world\nsecond line' })).ok).toBe(true);
     expect((await c.request({ t: 'chat', kind: 'image', data: 'data:image/png;base64,iVBORw0KGgo=' })).ok).toBe(true);
+    expect((await c.request({ t: 'chat', kind: 'text', text: '=HYPERLINK("x")' })).ok).toBe(true);
   }
   await c.request({ t: 'leave' });
   await c.closed;
@@ -61,12 +62,19 @@ describe('meeting.chatSynced', () => {
     const csv = await fetch(body.chatDownloadUrl);
     expect(csv.status).toBe(200);
     expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
-    const rows = parseCsv(await csv.text());
+    const csvText = await csv.text();
+    const rows = parseCsv(csvText);
     expect(rows[0]).toEqual(['id', 'participantId', 'sessionId', 'meetingId', 'displayName', 'pinned', 'isEdited', 'payloadType', 'payload', 'createdAt']);
     expect(rows.slice(1).map((r) => [r[2], r[3], r[4], r[7], r[8]])).toEqual([
       [sessionId, meetingId, 'Ada, "the host"', 'TEXT_MESSAGE', 'hello, world\nsecond line'],
       [sessionId, meetingId, 'Ada, "the host"', 'IMAGE_MESSAGE', 'data:image/png;base64,iVBORw0KGgo='],
+      // A spreadsheet formula is neutralised.
+      [sessionId, meetingId, 'Ada, "the host"', 'TEXT_MESSAGE', '\'=HYPERLINK("x")'],
     ]);
+    // One chat store, one CSV form: the session's chat route serves the same file.
+    const direct = await t.call('GET', `${f.base}/sessions/${sessionId}/chat`, undefined, { accept: 'text/csv' });
+    expect(direct.status).toBe(200);
+    expect(direct.text).toBe(csvText);
 
     // A changed signature or expiry is refused; missing parameters are a 400.
     const u = new URL(body.chatDownloadUrl);
@@ -79,7 +87,7 @@ describe('meeting.chatSynced', () => {
     const link = await t.call('GET', `${f.base}/sessions/${sessionId}/chat`);
     expect(link.status).toBe(200);
     expect(link.body.data).toMatchObject({ chat_download_url: expect.any(String), chat_download_url_expiry: expect.any(String) });
-    expect(parseCsv(await (await fetch(link.body.data.chat_download_url)).text())).toHaveLength(3);
+    expect(await (await fetch(link.body.data.chat_download_url)).text()).toBe(csvText);
     expect((await t.call('GET', `${f.base}/sessions/no-such-session/chat`)).status).toBe(404);
   });
 });

@@ -3,8 +3,9 @@
  * through the page served by Outpost; the third waits until the host admits it; every page
  * decodes the other two participants' video (WebRTC stats of its subscriptions); a chat message
  * and a poll go round; a shared screen is decoded beside the camera; a REST kick ends one
- * participant's meeting live. Each lifecycle screen is captured and checked for its key elements.
- * Media and browsers do not touch storage: SQLite pass only.
+ * participant's meeting live; the SDK's screenShareUpdate, videoUpdate and participantLeft events
+ * arrive in order with the state already changed. Each lifecycle screen is captured and checked
+ * for its key elements. Media and browsers do not touch storage: SQLite pass only.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -225,6 +226,20 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await shoot(a, 'meeting');
 
     step('screen share');
+    // Events of the spec, each seen with the state already changed: on the sharer's `self`, on the
+    // guest's `participants.joined` for the sharer, and (below) for a kick and a camera toggle.
+    const listen = `(() => {
+      const m = window.meeting;
+      window.seenEvents = [];
+      const push = (...e) => window.seenEvents.push(e);
+      m.self.on('screenShareUpdate', (e) => push('self.screenShareUpdate', e.screenShareEnabled, m.self.screenShareEnabled));
+      m.self.on('videoUpdate', (e) => push('self.videoUpdate', e.videoEnabled, m.self.videoEnabled));
+      m.participants.joined.on('screenShareUpdate', (p) => push('joined.screenShareUpdate', p.userId, p.screenShareEnabled));
+      m.participants.joined.on('videoUpdate', (p) => push('joined.videoUpdate', p.userId, p.videoEnabled));
+      m.participants.joined.on('participantLeft', (p) => push('joined.participantLeft', p.userId, m.participants.joined.get(p.id) === undefined));
+    })()`;
+    await a.evaluate(listen);
+    await c.evaluate(listen);
     // Screen share: the host shares; the guest receives and decodes it beside the camera.
     await press(a, '#toggle-screen');
     await a.waitForFunction(() => (window as any).meeting.self.screenShareEnabled === true, { timeout: 10_000, polling: 100 });
@@ -253,6 +268,27 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await shoot(b, 'ended');
     for (const p of [a, c]) await p.waitForFunction(() => document.querySelectorAll('#grid .tile').length === 2, { timeout: 10_000, polling: 100 });
     expect(await a.evaluate(() => (window as any).meeting.participants.joined.size())).toBe(1);
+
+    // The host turns its camera off: its own videoUpdate, and the guest's for the host.
+    await a.evaluate(() => (window as any).meeting.self.disableVideo());
+    const seen = (p: Page) => p.evaluate(() => (window as any).seenEvents as unknown[][]);
+    await c.waitForFunction((id: string) => (window as any).seenEvents.some((e: unknown[]) => e[0] === 'joined.videoUpdate' && e[1] === id), { timeout: 10_000, polling: 100 }, host.id);
+    expect(await seen(a)).toEqual([
+      ['self.screenShareUpdate', true, true],
+      ['joined.participantLeft', presenter.id, true],
+      ['self.videoUpdate', false, false],
+    ]);
+    // A remote participant's events may repeat when a new track arrives (the subscription is
+    // renewed when the participant's tracks change); each must carry the state at that moment.
+    const atC = await seen(c);
+    const order = [
+      ['joined.screenShareUpdate', host.id, true],
+      ['joined.participantLeft', presenter.id, true],
+      ['joined.videoUpdate', host.id, false],
+    ].map((want) => atC.findIndex((e) => JSON.stringify(e) === JSON.stringify(want)));
+    expect(order.every((i, k) => i >= 0 && (k === 0 || i > order[k - 1]!)), JSON.stringify(atC)).toBe(true);
+    expect(atC.filter((e) => e[0] === 'joined.screenShareUpdate').every((e) => e[2] === true)).toBe(true);
+    expect(atC.slice(order[2]! + 1)).toEqual([]);
 
     const session = await t.call('GET', `${f.base}/meetings/${meetingId}/active-session`);
     expect(session.body.data).toMatchObject({ live_participants: 2, max_concurrent_participants: 3 });

@@ -126,11 +126,12 @@ describe('session exports, summaries and analytics', () => {
       return parseCsv(r.text).length === 4 ? r : undefined;
     }, 5000, 'three stored chat messages');
     const rows = parseCsv(chat.text);
-    expect(rows[0]).toEqual(['id', 'participant_id', 'user_id', 'display_name', 'type', 'message', 'created_at']);
-    expect(rows[1]![3]).toBe('Ann');
-    expect(rows[2]![3]).toBe('Bob, "the builder"');
-    expect(rows[2]![5]).toBe('I will finish the checklist, line one\nline two, and "quoted" text');
-    expect(rows[3]![5]).toBe("'=1+1");
+    expect(rows[0]).toEqual(['id', 'participantId', 'sessionId', 'meetingId', 'displayName', 'pinned', 'isEdited', 'payloadType', 'payload', 'createdAt']);
+    expect(rows[1]![4]).toBe('Ann');
+    expect(rows[2]![4]).toBe('Bob, "the builder"');
+    expect(rows[2]![8]).toBe('I will finish the checklist, line one\nline two, and "quoted" text');
+    expect(rows[3]![8]).toBe("'=1+1");
+    expect(rows.slice(1).map((r) => [r[2], r[3], r[7]])).toEqual(Array(3).fill([sessionId, meetingId, 'TEXT_MESSAGE']));
 
     const link = await t.call('GET', `${f.base}/sessions/${sessionId}/chat`);
     expect(link.status).toBe(200);

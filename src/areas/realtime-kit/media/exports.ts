@@ -5,8 +5,9 @@
  * summaryDownloadUrlExpiry}`). The URL carries an HMAC over what it names and its expiry; the key
  * is made when the process starts, so URLs handed out before a restart stop working (ask again).
  *
- * Chat messages are stored per session as they are sent (text; images as their data URL) so the
- * chat can be exported after the session ended.
+ * Chat messages are stored per session as they are sent (text; images as their data URL): this is
+ * the one chat store, and `renderChat` its one CSV form, served by the session's chat route, by
+ * these download URLs and by the signed link of `meeting.chatSynced` (chat-sync.ts).
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Executor } from '../../../core/storage/db.ts';
@@ -27,18 +28,35 @@ export interface StoredChat {
   peer_id: string;
   display_name: string;
   time: string;
+  /** Order of the message in its session (messages sent in the same millisecond keep their order). */
+  seq?: number;
 }
 
-export const chatMessages = defineCollection<StoredChat, 'time'>({ kind: 'rtk_chat_message', indexes: { time: (m) => m.time } });
+export const chatMessages = defineCollection<StoredChat, 'time'>({
+  kind: 'rtk_chat_message',
+  indexes: { time: (m) => `${m.time}#${String(m.seq ?? 0).padStart(9, '0')}` },
+});
 
 export async function sessionChat(db: Executor, sessionId: string): Promise<StoredChat[]> {
   return (await chatMessages.list(db, sessionId, { order: 'time', direction: 'asc', limit: 100_000, withTotal: false })).items.map((d) => d.body);
 }
 
+/** Image payloads are written while the CSV stays under this size; later images have an empty payload. */
+const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
+export const CHAT_CSV_COLUMNS = ['id', 'participantId', 'sessionId', 'meetingId', 'displayName', 'pinned', 'isEdited', 'payloadType', 'payload', 'createdAt'];
+
+/** A session's chat as CSV, one row per message in the order they were sent. */
 export function renderChat(messages: StoredChat[]): string {
+  let bytes = 0;
   return csv(
-    ['id', 'participant_id', 'user_id', 'display_name', 'type', 'message', 'created_at'],
-    messages.map((m) => [m.id, m.peer_id, m.user_id, m.display_name, m.type, m.type === 'text' ? m.message : m.link, m.time]),
+    CHAT_CSV_COLUMNS,
+    messages.map((m) => {
+      let payload = (m.type === 'image' ? m.link : m.message) ?? '';
+      const size = payload.length + 256;
+      if (m.type === 'image' && bytes + size > MAX_IMAGE_BYTES) payload = '';
+      else bytes += size;
+      return [m.id, m.user_id, m.session_id, m.meeting_id, m.display_name, 'false', 'false', m.type === 'image' ? 'IMAGE_MESSAGE' : 'TEXT_MESSAGE', payload, m.time];
+    }),
   );
 }
 

@@ -16,6 +16,9 @@ export function transcriptionEnabled(permissions: unknown): boolean {
 export function mediaHooks(ctx: AreaContext, forwarder: Forwarder, broadcast: (meetingId: string, msg: unknown) => void): { hooks: LiveMediaHooks; transcripts: LiveTranscripts } {
   const log = ctx.log.child({ area: 'realtime-kit', feature: 'transcripts' });
   const transcripts = new LiveTranscripts({ db: ctx.database.db, forwarder, now: () => ctx.clock.now(), log, broadcast });
+  // Chat inserts of each session, chained so `chatStored` can wait for the last one.
+  const pendingChat = new Map<string, Promise<void>>();
+  const chatSeq = new Map<string, number>();
   const hooks: LiveMediaHooks = {
     audioPublished(a) {
       if (!transcriptionEnabled(a.permissions)) return;
@@ -26,8 +29,22 @@ export function mediaHooks(ctx: AreaContext, forwarder: Forwarder, broadcast: (m
     },
     chatSent({ meetingId, sessionId, message }) {
       const at = ctx.clock.now();
-      const m: StoredChat = { id: message.id, session_id: sessionId, meeting_id: meetingId, type: message.type, ...(message.message !== undefined ? { message: message.message } : {}), ...(message.link !== undefined ? { link: message.link } : {}), user_id: message.userId, peer_id: message.peerId, display_name: message.displayName, time: message.time };
-      chatMessages.insert(ctx.database.db, sessionId, m.id, m, at).catch((err: unknown) => log.warn({ err: (err as Error).message, session: sessionId }, 'storing a chat message failed'));
+      const m: StoredChat = { id: message.id, session_id: sessionId, meeting_id: meetingId, type: message.type, ...(message.message !== undefined ? { message: message.message } : {}), ...(message.link !== undefined ? { link: message.link } : {}), user_id: message.userId, peer_id: message.peerId, display_name: message.displayName, time: message.time, seq: (chatSeq.get(sessionId) ?? 0) + 1 };
+      chatSeq.set(sessionId, m.seq!);
+      const stored = (pendingChat.get(sessionId) ?? Promise.resolve())
+        .then(() => chatMessages.insert(ctx.database.db, sessionId, m.id, m, at))
+        .then(
+          () => undefined,
+          (err: unknown) => log.warn({ err: (err as Error).message, session: sessionId }, 'storing a chat message failed'),
+        );
+      pendingChat.set(sessionId, stored);
+      void stored.then(() => {
+        if (pendingChat.get(sessionId) === stored) pendingChat.delete(sessionId);
+      });
+    },
+    async chatStored(sessionId) {
+      chatSeq.delete(sessionId);
+      await pendingChat.get(sessionId);
     },
   };
   return { hooks, transcripts };
