@@ -119,7 +119,7 @@ export interface LiveMediaHooks {
   audioPublished(a: { meetingId: string; sessionId: string; sessionStartedAt: string; peer: PeerInfo; permissions: Permissions; sfuSessionId: string; trackName: string }): void;
   peerGone(peerId: string): void;
   chatSent(a: { meetingId: string; sessionId: string; message: ChatMessage }): void;
-  /** A session began (after `meeting.started` is queued): recordings start here on `record_on_start`. */
+  /** A session began (after `meeting.started` is queued): `record_on_start` and `live_stream_on_start` act here. */
   sessionStarted?(a: { appId: string; meetingId: string }): void;
 }
 
