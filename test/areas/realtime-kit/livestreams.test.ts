@@ -74,6 +74,9 @@ describe.skipIf(sqlitePassOnly('livestreams drive ffmpeg and RTMP, not storage')
     const after = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
     expect(after.session).toMatchObject({ livestream_id: ls.id, err_message: null, stopped_time: expect.any(String), started_time: expect.any(String) });
     expect(after.session.ingest_seconds).toBeGreaterThanOrEqual(3);
+    expect(after.paging).toMatchObject({ total_count: 1, start_offset: 1, end_offset: 1 });
+    const page2 = (await t.call('GET', `${f.base}/livestreams/${ls.id}?page_no=2&per_page=1`)).body.data;
+    expect(page2).toMatchObject({ livestream: { id: ls.id }, session: null, paging: { total_count: 1 } });
 
     const hooks = await until(() => {
       const mine = receiver.deliveries.filter((d) => d.body.streamId === ls.id);

@@ -480,13 +480,16 @@ export class Livestreams {
       const { items, total } = await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction: 'desc', limit: perPage, offset });
       return paged({ items: items.map((d) => this.view(d.body)), total, page, perPage });
     });
-    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with its latest session', level: 'read', query: z.object(PageQuery) }, async ({ c, params }) => {
+    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with its latest session', level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {
       this.deps.learnPort(localPort(c));
       await appOf(params);
       const doc = await livestreams.get(db, params.app_id, params.livestream_id);
       if (!doc) throw apiError('rtk_not_found', 'Livestream', params.livestream_id);
-      const session = this.sessionView(doc.body);
-      return { livestream: this.view(doc.body), session, paging: { total_count: session ? 1 : 0, start_offset: session ? 1 : 0, end_offset: session ? 1 : 0 } };
+      // Only the latest session is kept: it is the first (and only) one of the pages.
+      const { offset } = pageOf(query);
+      const latest = this.sessionView(doc.body);
+      const session = offset === 0 ? latest : null;
+      return { livestream: this.view(doc.body), session, paging: { total_count: latest ? 1 : 0, start_offset: session ? 1 : offset, end_offset: session ? 1 : offset } };
     });
     route(ctx, { method: 'POST', path: `${BASE}/meetings/:meeting_id/livestreams`, operationId: 'rtk-meeting-livestream-start', summary: "Start a meeting's livestream (its composite view as HLS)", level: 'edit', body: MeetingBody, bodyOptional: true, status: 201 }, async ({ c, params, body }) => {
       this.deps.learnPort(localPort(c));
