@@ -180,7 +180,7 @@ export async function main(argv: string[]): Promise<number> {
 
     // Meeting livestream: CPU over a steady window while LIVE (a few seconds after it went live).
     const ls = await api('POST', `${rk}/meetings/${meetingId}/livestreams`, { video_config: { width: W, height: H } });
-    await until(async () => (await api('GET', `${rk}/livestreams/${ls.id}`)).status === 'LIVE', 60_000, 'LIVE');
+    await until(async () => (await api('GET', `${rk}/livestreams/${ls.id}`)).livestream.status === 'LIVE', 60_000, 'LIVE');
     await until(async () => (await fetch(ls.playback_url)).status === 200, 30_000, 'HLS playlist');
     const lw = new CpuWindow(pid);
     const lt0 = performance.now();

@@ -28,7 +28,11 @@
  * `transcript` events and served per session as CSV/JSON/SRT/VTT), the session chat export (CSV),
  * extractive summaries (or an operator's OpenAI-compatible endpoint), daywise analytics, composite
  * and track recordings, independent livestreams and a meeting's own livestream (its composite
- * view as HLS: `POST /meetings/{id}/livestreams`, `active-livestream`, `active-livestream/stop`).
+ * view as HLS: `POST /meetings/{id}/livestreams`, `active-livestream`, `active-livestream/stop`;
+ * `GET /livestreams/{id}` answers `{livestream, session}`). When a session starts (first join),
+ * `record_on_start` starts a composite recording and `live_stream_on_start` the meeting's
+ * livestream; both stop by themselves once nobody but their hidden participant is left (the
+ * recording after 15 s, `ALL_PEERS_LEFT`; the livestream after the meeting's keep-alive time, IDLE).
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet; such a session sends no
@@ -110,6 +114,13 @@ export default defineArea({
       if (!m?.body.record_on_start || (await recorder.active(appId, meetingId))) return;
       await recorder.start(m.body, { type: 'composite', reason: 'RECORD_ON_START' }).catch((err: unknown) => rtkLog.warn({ err, meeting: meetingId }, 'record_on_start failed'));
     };
+    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p), recorder });
+    const liveStreamOnStart = async (appId: string, meetingId: string) => {
+      const m = await meetings.get(database.db, appId, meetingId);
+      if (!m?.body.live_stream_on_start || (await streams.activeFor(appId, meetingId))) return;
+      const video = ((m.body.recording_config ?? {}) as { video_config?: { width?: number; height?: number } }).video_config;
+      await streams.startForMeeting(m.body, { name: null, width: video?.width ?? 1280, height: video?.height ?? 720 }).catch((err: unknown) => rtkLog.warn({ err, meeting: meetingId }, 'live_stream_on_start failed'));
+    };
     // The hooks reach the room through `live`, which is made just below (called only later).
     const media = mediaHooks(ctx, forwarder, (meetingId, msg) => live.broadcastTo(meetingId, msg));
     const live = new Live({
@@ -118,7 +129,13 @@ export default defineArea({
       deliveries,
       forwarder,
       keepAliveCapSecs: config.meetingsKeepAliveCap,
-      media: { ...media.hooks, sessionStarted: ({ appId, meetingId }) => void recordOnStart(appId, meetingId) },
+      media: {
+        ...media.hooks,
+        sessionStarted: ({ appId, meetingId }) => {
+          void recordOnStart(appId, meetingId);
+          void liveStreamOnStart(appId, meetingId);
+        },
+      },
     });
     mountRoutes(ctx, { key: getKey, tokenTtlSecs: config.meetingsTokenTtl, live });
     mountMediaRoutes(ctx, {
@@ -127,7 +144,6 @@ export default defineArea({
       summaryModel: config.meetingsSummaryUrl ? { url: config.meetingsSummaryUrl, model: config.meetingsSummaryModel ?? 'default', key: process.env.OUTPOST_MEETINGS_SUMMARY_KEY } : undefined,
     });
     mountRecordingRoutes(ctx, recorder);
-    const streams = new Livestreams({ ctx, log: rtkLog, deliveries, hlsRoot: join(config.dataDir, 'realtime-kit', 'hls'), baseUrl: () => recorder.baseUrl(), learnPort: (p) => recorder.learnPort(p), recorder });
     streams.mount(ctx);
     mountClient(ctx);
     mountChatRoutes(ctx, { key: getKey });

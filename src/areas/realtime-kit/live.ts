@@ -92,8 +92,6 @@ interface Room {
   peers: Map<string, Peer>;
   session?: SessionRecord;
   chat: ChatMessage[];
-  /** Time of the last chat message (ms): each message gets a later one, so time order is send order. */
-  lastChatAt: number;
   polls: Poll[];
   plugins: Map<string, { active: boolean; events: unknown[] }>;
   /** Participants admitted once, for `SKIP_ON_ACCEPT` waiting rooms. */
@@ -121,7 +119,7 @@ export interface LiveMediaHooks {
   chatSent(a: { meetingId: string; sessionId: string; message: ChatMessage }): void;
   /** Resolves once every chat message of the session sent so far is stored (before `meeting.chatSynced`). */
   chatStored?(sessionId: string): Promise<void>;
-  /** A session began (after `meeting.started` is queued): recordings start here on `record_on_start`. */
+  /** A session began (after `meeting.started` is queued): `record_on_start` and `live_stream_on_start` act here. */
   sessionStarted?(a: { appId: string; meetingId: string }): void;
 }
 
@@ -163,7 +161,7 @@ export class Live {
   private room(meetingId: string, appId: string): Room {
     let r = this.rooms.get(meetingId);
     if (!r) {
-      r = { meetingId, appId, peers: new Map(), chat: [], lastChatAt: 0, polls: [], plugins: new Map(PLUGINS.map((p) => [p.id, { active: false, events: [] }])), admitted: new Set(), queue: Promise.resolve() };
+      r = { meetingId, appId, peers: new Map(), chat: [], polls: [], plugins: new Map(PLUGINS.map((p) => [p.id, { active: false, events: [] }])), admitted: new Set(), queue: Promise.resolve() };
       this.rooms.set(meetingId, r);
     }
     return r;
@@ -680,9 +678,7 @@ export class Live {
   private chat(room: Room, peer: Peer, msg: Record<string, unknown>): unknown {
     const perm = peer.permissions.chat?.public;
     if (perm && perm.can_send === false) throw new ClientError('forbidden', 'this preset may not send chat messages');
-    // Two messages in one millisecond would tie, and exports sort by time.
-    room.lastChatAt = Math.max(this.now().getTime(), room.lastChatAt + 1);
-    const base = { id: uuid(), userId: peer.info.userId, peerId: peer.info.id, displayName: peer.info.name, time: new Date(room.lastChatAt).toISOString() };
+    const base = { id: uuid(), userId: peer.info.userId, peerId: peer.info.id, displayName: peer.info.name, time: this.now().toISOString() };
     let message: ChatMessage;
     if (msg.kind === 'text') {
       if (perm && perm.text === false) throw new ClientError('forbidden', 'this preset may not send text messages');

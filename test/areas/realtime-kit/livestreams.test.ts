@@ -3,7 +3,8 @@
  * and sine, H.264/AAC) to the livestream's ingest with its stream key; the livestream goes LIVE,
  * ffprobe reads the HLS playback URL Outpost serves, and it returns to IDLE when the publisher
  * stops, each change a signed `livestreaming.statusUpdate` webhook. A wrong stream key is refused
- * (the publisher fails and nothing is written). Media, not storage: SQLite pass only.
+ * (the publisher fails and nothing is written). `GET /livestreams/{id}` answers `{livestream, session}`:
+ * no session before the first publisher, then its stretch. Media, not storage: SQLite pass only.
  */
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -54,11 +55,13 @@ describe.skipIf(sqlitePassOnly('livestreams drive ffmpeg and RTMP, not storage')
 
     const wrong = await publish(`${ls.ingest_server}/not-the-key`, 3);
     expect(wrong.code).not.toBe(0);
-    expect((await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.status).toBe('IDLE');
+    const before = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
+    expect(before.livestream.status).toBe('IDLE');
+    expect(before.session).toBeNull();
     expect((await fetch(ls.playback_url)).status).toBe(404);
 
     const pushing = publish(`${ls.ingest_server}/${ls.stream_key}`, 8);
-    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.status === 'LIVE', 10_000, 'LIVE');
+    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'LIVE', 10_000, 'LIVE');
     await until(async () => (await fetch(ls.playback_url)).status === 200, 15_000, 'playlist');
     const probe = await run('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_type,width,height', '-of', 'json', ls.playback_url], { timeout: 20_000 });
     const streams = JSON.parse(probe.stdout).streams;
@@ -66,7 +69,14 @@ describe.skipIf(sqlitePassOnly('livestreams drive ffmpeg and RTMP, not storage')
     expect(streams.find((s: { codec_type: string }) => s.codec_type === 'video').width).toBe(320);
     const done = await pushing;
     expect(done.code).toBe(0);
-    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.status === 'IDLE', 10_000, 'IDLE');
+    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'IDLE', 10_000, 'IDLE');
+    // The publisher's stretch is the livestream's latest session.
+    const after = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
+    expect(after.session).toMatchObject({ livestream_id: ls.id, err_message: null, stopped_time: expect.any(String), started_time: expect.any(String) });
+    expect(after.session.ingest_seconds).toBeGreaterThanOrEqual(3);
+    expect(after.paging).toMatchObject({ total_count: 1, start_offset: 1, end_offset: 1 });
+    const page2 = (await t.call('GET', `${f.base}/livestreams/${ls.id}?page_no=2&per_page=1`)).body.data;
+    expect(page2).toMatchObject({ livestream: { id: ls.id }, session: null, paging: { total_count: 1 } });
 
     const hooks = await until(() => {
       const mine = receiver.deliveries.filter((d) => d.body.streamId === ls.id);

@@ -5,8 +5,12 @@
  * URL (a 640×360 video stream and audio), `active-livestream/stop` brings it back to IDLE and the
  * finished playlist has a duration; each change is a signed `livestreaming.statusUpdate` webhook
  * that names the meeting; a stop while the recorder page is still joining ends it IDLE without a
- * LIVE. Bad input: a second start while live (409), stopping when none is active
- * (404), an unknown meeting (404), a bad body (400). Media and browsers, not storage: SQLite pass only.
+ * LIVE. `GET /livestreams/{id}` answers `{livestream, session}` (the latest session's times and
+ * ingest seconds), also through the official `cloudflare` client. A meeting with
+ * `live_stream_on_start` starts its livestream at the session's first join, and the livestream stops
+ * by itself (IDLE, with its webhook) once everyone has left; the session then ends. Bad input: a
+ * second start while live (409), stopping when none is active (404), an unknown meeting (404), a
+ * bad body (400). Media and browsers, not storage: SQLite pass only.
  */
 import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -14,8 +18,9 @@ import { promisify } from 'node:util';
 import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchMediaChromium } from '../../support/chromium.ts';
+import { sdk } from '../../support/sdk.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
 
 const run = promisify(execFile);
 
@@ -61,7 +66,7 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
   });
 
   const path = (rest: string) => `${f.base}/meetings/${meetingId}/${rest}`;
-  const get = async (id: string) => (await t.call('GET', `${f.base}/livestreams/${id}`)).body.data;
+  const get = async (id: string) => (await t.call('GET', `${f.base}/livestreams/${id}`)).body.data.livestream;
 
   it('bad input: unknown meeting, nothing to stop, a bad body', async () => {
     const unknown = await t.call('POST', `${f.base}/meetings/00000000-0000-4000-8000-000000000000/livestreams`, {});
@@ -131,6 +136,17 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
     const analytics = await t.call('GET', `${f.base}/analytics/livestreams/overall`);
     expect(analytics.body.data.count).toBe(1);
     expect(analytics.body.data.total_ingest_seconds).toBeGreaterThan(0);
+
+    // The livestream with its latest session, as the official client reads it.
+    const one = await sdk(t).realtimeKit.livestreams.getLivestreamSessionForLivestreamID(ls.id, { account_id: t.accountId, app_id: f.appId });
+    expect(one.data?.livestream).toMatchObject({ id: ls.id, meeting_id: meetingId, status: 'IDLE', playback_url: ls.playback_url });
+    const s = one.data!.session!;
+    expect(s).toMatchObject({ livestream_id: ls.id, err_message: null });
+    expect(Date.parse(s.invoked_time!)).toBeLessThanOrEqual(Date.parse(s.started_time!));
+    expect(Date.parse(s.started_time!)).toBeLessThanOrEqual(Date.parse(s.stopped_time!));
+    expect(s.ingest_seconds).toBeGreaterThan(0);
+    expect(s.viewer_seconds).toBeGreaterThan(0);
+    expect((await t.call('GET', `${f.base}/livestreams/${ls.id}?per_page=many`)).status).toBe(400);
   }, 90_000);
 
   it('a stop while the page is still joining ends it IDLE without going LIVE; the next start is free', async () => {
@@ -150,4 +166,31 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
     expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(200);
     expect((await t.call('GET', path('livestreams'))).body.data).toHaveLength(3);
   }, 30_000);
+
+  it('live_stream_on_start: the first join starts it; it stops by itself when everyone has left', async () => {
+    const auto = await createMeeting(t, f, { title: 'On air', live_stream_on_start: true });
+    expect((await t.call('GET', `${f.base}/meetings/${auto}`)).body.data.live_stream_on_start).toBe(true);
+    const p = await addParticipant(t, f, auto, 'guest', 'group_call_host', 'Guest');
+    const client = await connect(t, p.token);
+    let id = '';
+    try {
+      expect((await client.request({ t: 'join' })).ok).toBe(true);
+      const active = await until(async () => (await t.call('GET', `${f.base}/meetings/${auto}/active-livestream`)).body.data, 10_000, 'an active livestream');
+      id = active.id;
+      expect(active).toMatchObject({ meeting_id: auto, name: 'On air' });
+      await until(async () => (await get(id)).status === 'LIVE', 40_000, 'LIVE');
+    } finally {
+      client.ws.close();
+    }
+    // Everyone left: the livestream ends (keep-alive capped at 0 here) and the session with it.
+    await until(async () => (await get(id)).status === 'IDLE', 20_000, 'IDLE after everyone left');
+    const hooks = await until(() => {
+      const mine = receiver.deliveries.filter((d) => d.body.streamId === id);
+      return mine.length >= 2 ? mine : undefined;
+    }, 10_000, 'webhooks');
+    expect(hooks.map((d) => d.body.status)).toEqual(['LIVE', 'IDLE']);
+    expect(hooks[1].body.meeting).toMatchObject({ id: auto });
+    expect((await t.call('GET', `${f.base}/livestreams/${id}`)).body.data.session.stopped_time).toEqual(expect.any(String));
+    await until(async () => (await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).status === 404, 15_000, 'the session ended');
+  }, 90_000);
 });

@@ -3,7 +3,8 @@
  * and microphone; a composite recording is started, paused, resumed and stopped, and ffprobe reads
  * the MP4 behind the signed download URL (duration = recorded time minus the pause, with video and
  * audio); a track recording gives one file per published track; every status change arrives as a
- * signed `recording.statusUpdate` webhook; actions that do not apply to the state are refused.
+ * signed `recording.statusUpdate` webhook; `record_on_start` starts one at the first join and it stops
+ * by itself (ALL_PEERS_LEFT) once everyone has left; actions that do not apply to the state are refused.
  * Media and browsers, not storage: SQLite pass only.
  */
 import { execFileSync } from 'node:child_process';
@@ -170,20 +171,26 @@ describe.skipIf(sqlitePassOnly('recordings drive browsers and ffmpeg, not storag
     }
   }, 90_000);
 
-  it('record_on_start: the first join of a session starts a composite recording', async () => {
+  it('record_on_start: the first join of a session starts a composite recording; it stops by itself when everyone has left', async () => {
     const auto = await createMeeting(t, f, { title: 'Auto', record_on_start: true });
     const p = await addParticipant(t, f, auto, 'auto', 'group_call_host', 'Auto');
     const client = await connect(t, p.token);
+    let id = '';
     try {
       await client.request({ t: 'join' });
       const rec = await until(async () => (await t.call('GET', `${f.base}/recordings?meeting_id=${auto}`)).body.data?.[0], 10_000, 'a recording of the meeting');
       expect(rec).toMatchObject({ meeting_id: auto, type: 'composite', start_reason: { reason: 'RECORD_ON_START' } });
-      await waitFor(rec.id, 'RECORDING');
-      expect((await act(rec.id, 'stop')).status).toBe(200);
+      id = rec.id;
+      await waitFor(id, 'RECORDING');
     } finally {
       client.ws.close();
     }
-  }, 60_000);
+    // Nobody but the recorder is left: after 15 s it stops and uploads what it has; the session then ends.
+    const done = await waitFor(id, 'UPLOADED', 40_000);
+    expect(done.stop_reason).toEqual({ reason: 'ALL_PEERS_LEFT' });
+    expect(done.recording_duration).toBeGreaterThan(10);
+    await until(async () => (await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).status === 404, 10_000, 'the session ended');
+  }, 90_000);
 
   it('refuses bad input with the envelope error', async () => {
     const noMeeting = await t.call('POST', `${f.base}/recordings`, { meeting_id: 'nope' });

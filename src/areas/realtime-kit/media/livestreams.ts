@@ -10,14 +10,20 @@
  * meeting with the same RTMP ingest and HLS output, fed by this process: the recorder's headless
  * page (recordings.ts `compositeFeed`) hands its composite WebM to an ffmpeg that encodes H.264/AAC
  * and publishes it to the ingest with the stream key. INVOKED while the page joins, LIVE once the
- * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails).
+ * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails). It also stops by
+ * itself when the meeting's session ends: once nobody but its page has been in the meeting for the
+ * meeting's keep-alive time. A meeting with `live_stream_on_start` starts one when its session
+ * starts (index.ts, through the room's `sessionStarted` hook, as `record_on_start`).
+ * `GET /livestreams/{id}` answers `{livestream, session, paging}`: the latest session is one stretch
+ * on air (independent: LIVE until the publisher stops; a meeting's: from INVOKED until it ends)
+ * with its times, ingest and viewer seconds and error.
  * LIMITATIONS: `ingest_server` is plain `rtmp://` on this host (no RTMPS); each livestream has its
  * own port (kept across restarts when it is still free); viewer seconds are counted from playlist
- * requests (one per viewer poll), not from player sessions; a meeting's livestream lives in the
- * process that started it (a restart sets it IDLE), its ingest port is open only while it streams,
- * it does not stop by itself when everyone leaves, and `live_stream_on_start` is stored but does
- * not start one; `GET /livestreams/{id}` answers the livestream itself, not the real platform's
- * `{livestream, session}` pair.
+ * requests (one per viewer poll), not from player sessions; only the latest session of a
+ * livestream is kept (no `…/livestreams/sessions/{id}` nor `active-livestream-session`); a
+ * meeting's livestream lives in the process that started it (a restart sets it IDLE), its ingest
+ * port is open only while it streams, and its hidden participant keeps the meeting's session LIVE
+ * until it stops.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -56,6 +62,21 @@ export interface Livestream {
   ingest_seconds: number;
   viewer_seconds: number;
   live_since?: string;
+  /** The latest session of the livestream (one stretch from INVOKED/LIVE back to IDLE/ERRORED). */
+  session?: LivestreamSession;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface LivestreamSession {
+  id: string;
+  invoked_time: string;
+  started_time: string | null;
+  stopped_time: string | null;
+  /** Finished ingest of this session, seconds; the running stretch is added in the view. */
+  ingest_seconds: number;
+  viewer_seconds: number;
+  err_message: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -89,12 +110,17 @@ interface MeetingJob {
   feed?: CompositeFeed;
   publisher?: ChildProcess;
   stopping: boolean;
+  /** Checks whether anyone but the feed is still in the meeting. */
+  watch?: NodeJS.Timeout;
+  aloneSince?: number;
 }
 
 /** Statuses of a meeting livestream that is on (or coming on). */
 const ACTIVE: Livestream['status'][] = ['INVOKED', 'LIVE'];
 /** How long a stop waits for the encoder and the ingest to drain before killing them. */
 const STOP_WAIT_MS = 10_000;
+/** How often a meeting livestream checks whether anyone but its feed is still in the meeting. */
+const ALONE_CHECK_MS = 1000;
 
 /**
  * ffmpeg arguments that encode the composite's WebM (VP8/Opus from MediaRecorder, stdin) to
@@ -106,6 +132,11 @@ export function publishArgs(fps: number, bitrate: string): string[] {
 }
 export const PUBLISH_FPS = 25;
 export const PUBLISH_BITRATE = '2500k';
+
+function newSession(at: Date): LivestreamSession {
+  const ts = at.toISOString();
+  return { id: uuid(), invoked_time: ts, started_time: null, stopped_time: null, ingest_seconds: 0, viewer_seconds: 0, err_message: null, created_at: ts, updated_at: ts };
+}
 
 export class Livestreams {
   private readonly ingests = new Map<string, RtmpIngest>();
@@ -142,6 +173,25 @@ export class Livestreams {
       ...(l.error ? { error: l.error } : {}),
       created_at: l.created_at,
       updated_at: l.updated_at,
+    };
+  }
+
+  /** The latest session as the API shows it (`GET /livestreams/{id}`), null before the first. */
+  sessionView(l: Livestream): Record<string, unknown> | null {
+    const s = l.session;
+    if (!s) return null;
+    const running = !s.stopped_time && l.live_since ? (this.deps.ctx.clock.now().getTime() - Date.parse(l.live_since)) / 1000 : 0;
+    return {
+      id: s.id,
+      livestream_id: l.id,
+      invoked_time: s.invoked_time,
+      started_time: s.started_time,
+      stopped_time: s.stopped_time,
+      ingest_seconds: Math.round(s.ingest_seconds + running),
+      viewer_seconds: Math.round(s.viewer_seconds),
+      err_message: s.err_message,
+      created_at: s.created_at,
+      updated_at: s.updated_at,
     };
   }
 
@@ -188,11 +238,23 @@ export class Livestreams {
       if (!doc) return;
       const at = this.deps.ctx.clock.now();
       const prev = doc.body;
-      const next: Livestream = { ...prev, status, updated_at: at.toISOString(), ...(error ? { error } : {}) };
-      if (status === 'LIVE') next.live_since = at.toISOString();
-      else if (prev.live_since) {
-        next.ingest_seconds = prev.ingest_seconds + (at.getTime() - Date.parse(prev.live_since)) / 1000;
-        delete next.live_since;
+      const ts = at.toISOString();
+      const next: Livestream = { ...prev, status, updated_at: ts, ...(error ? { error } : {}) };
+      const open = prev.session && !prev.session.stopped_time ? prev.session : undefined;
+      if (status === 'LIVE') {
+        next.live_since = ts;
+        // A meeting's livestream opened its session at INVOKED; an independent one opens it here.
+        next.session = open ? { ...open, started_time: open.started_time ?? ts, updated_at: ts } : newSession(at);
+        next.session.started_time ??= ts;
+      } else if (status === 'INVOKED') {
+        next.session = open ?? newSession(at);
+      } else {
+        const stretch = prev.live_since ? (at.getTime() - Date.parse(prev.live_since)) / 1000 : 0;
+        if (prev.live_since) {
+          next.ingest_seconds = prev.ingest_seconds + stretch;
+          delete next.live_since;
+        }
+        if (open) next.session = { ...open, stopped_time: ts, ingest_seconds: open.ingest_seconds + stretch, err_message: error ?? null, updated_at: ts };
       }
       try {
         await livestreams.update(this.db, doc, next, at);
@@ -227,7 +289,7 @@ export class Livestreams {
     try {
       const id = uuid();
       const at = this.deps.ctx.clock.now();
-      const l: Livestream = { id, app_id: meeting.app_id, name: opts.name ?? meeting.title ?? null, meeting_id: meeting.id, stream_key: randomBytes(16).toString('hex'), ingest_port: 0, status: 'INVOKED', disabled: false, ingest_seconds: 0, viewer_seconds: 0, created_at: at.toISOString(), updated_at: at.toISOString() };
+      const l: Livestream = { id, app_id: meeting.app_id, name: opts.name ?? meeting.title ?? null, meeting_id: meeting.id, stream_key: randomBytes(16).toString('hex'), ingest_port: 0, status: 'INVOKED', disabled: false, ingest_seconds: 0, viewer_seconds: 0, session: newSession(at), created_at: at.toISOString(), updated_at: at.toISOString() };
       l.ingest_port = await this.open(l);
       const job: MeetingJob = { stopping: false };
       this.jobs.set(id, job);
@@ -273,13 +335,35 @@ export class Livestreams {
       await feed.stop();
       return;
     }
+    job.watch = setInterval(() => void this.watch(l, meeting, job), ALONE_CHECK_MS);
+    job.watch.unref();
     const code = await exited;
     if (job.stopping) return;
     throw new Error(`the livestream encoder stopped (${code}): ${err.trim() || 'no output'}`);
   }
 
+  /**
+   * Ends the livestream with the meeting's session: once nobody but the feed has been in the
+   * meeting for the meeting's keep-alive time (the time after which its session ends when the
+   * last participant leaves; capped like the session's), it stops as `active-livestream/stop` does.
+   */
+  private async watch(l: Livestream, meeting: Meeting, job: MeetingJob): Promise<void> {
+    if (job.stopping || !job.feed) return;
+    const others = await job.feed.others();
+    if (others > 0) {
+      job.aloneSince = undefined;
+      return;
+    }
+    job.aloneSince ??= Date.now();
+    const keepSecs = Math.min(meeting.session_keep_alive_time_in_secs ?? 60, this.deps.ctx.config.meetingsKeepAliveCap ?? Infinity);
+    if (Date.now() - job.aloneSince < keepSecs * 1000 || job.stopping) return;
+    this.deps.log.info({ livestream: l.id, meeting: meeting.id }, 'meeting livestream stops: everyone left');
+    await this.stopForMeeting(l.app_id, meeting.id).catch(() => undefined);
+  }
+
   /** Stops the feed and lets the encoder finish what it has (killed after a while). */
   private async teardown(id: string, job: MeetingJob): Promise<void> {
+    clearInterval(job.watch);
     await job.feed?.stop();
     const ff = job.publisher;
     if (ff && ff.exitCode === null && ff.signalCode === null) {
@@ -344,6 +428,7 @@ export class Livestreams {
   async close(): Promise<void> {
     for (const [id, job] of this.jobs) {
       job.stopping = true;
+      clearInterval(job.watch);
       job.publisher?.kill('SIGKILL');
       await job.feed?.stop();
       this.jobs.delete(id);
@@ -360,7 +445,9 @@ export class Livestreams {
     if (!body) throw apiError('rtk_not_found', 'Livestream file', file);
     if (file === 'index.m3u8') {
       // Each playlist poll stands for one viewer watching one target duration.
-      await livestreams.update(this.db, doc, { ...doc.body, viewer_seconds: doc.body.viewer_seconds + HLS_SEGMENT_SECS }, this.deps.ctx.clock.now()).catch(() => undefined);
+      const b = doc.body;
+      const session = b.session && !b.session.stopped_time ? { ...b.session, viewer_seconds: b.session.viewer_seconds + HLS_SEGMENT_SECS } : b.session;
+      await livestreams.update(this.db, doc, { ...b, viewer_seconds: b.viewer_seconds + HLS_SEGMENT_SECS, ...(session ? { session } : {}) }, this.deps.ctx.clock.now()).catch(() => undefined);
     }
     return raw(new Response(body, { headers: { 'content-type': file.endsWith('.m3u8') ? 'application/vnd.apple.mpegurl' : 'video/mp2t', 'cache-control': file.endsWith('.m3u8') ? 'no-cache' : 'max-age=60' } }));
   }
@@ -393,12 +480,16 @@ export class Livestreams {
       const { items, total } = await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction: 'desc', limit: perPage, offset });
       return paged({ items: items.map((d) => this.view(d.body)), total, page, perPage });
     });
-    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream', level: 'read' }, async ({ c, params }) => {
+    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with its latest session', level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {
       this.deps.learnPort(localPort(c));
       await appOf(params);
       const doc = await livestreams.get(db, params.app_id, params.livestream_id);
       if (!doc) throw apiError('rtk_not_found', 'Livestream', params.livestream_id);
-      return this.view(doc.body);
+      // Only the latest session is kept: it is the first (and only) one of the pages.
+      const { offset } = pageOf(query);
+      const latest = this.sessionView(doc.body);
+      const session = offset === 0 ? latest : null;
+      return { livestream: this.view(doc.body), session, paging: { total_count: latest ? 1 : 0, start_offset: session ? 1 : offset, end_offset: session ? 1 : offset } };
     });
     route(ctx, { method: 'POST', path: `${BASE}/meetings/:meeting_id/livestreams`, operationId: 'rtk-meeting-livestream-start', summary: "Start a meeting's livestream (its composite view as HLS)", level: 'edit', body: MeetingBody, bodyOptional: true, status: 201 }, async ({ c, params, body }) => {
       this.deps.learnPort(localPort(c));
