@@ -26,10 +26,17 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, ms: number
 }
 
 /** A port free on both loopback addresses (applications listen on 127.0.0.1 and ::1). */
+/** Ports already handed out: the kernel may give a just-closed port again, and a test asking for three wants three. */
+const handedOut = new Set<number>();
+
 export async function freePort(transport: 'tcp' | 'udp' = 'tcp'): Promise<number> {
   for (let i = 0; i < 20; i++) {
     const port = await bindZero(transport, '127.0.0.1');
-    if ((await canBind(transport, '::1', port)) && (await canBind(transport === 'tcp' ? 'udp' : 'tcp', '127.0.0.1', port))) return port;
+    if (handedOut.has(port)) continue;
+    if ((await canBind(transport, '::1', port)) && (await canBind(transport === 'tcp' ? 'udp' : 'tcp', '127.0.0.1', port))) {
+      handedOut.add(port);
+      return port;
+    }
   }
   throw new Error('no free port found');
 }
