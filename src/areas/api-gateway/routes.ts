@@ -233,6 +233,18 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     const cfg = await store.editTokenConfig(zoneOf(req).id, req.params.config_id, { credentials: { keys: await checkKeys(req.body.keys) } });
     return bare({ keys: publicView(cfg).credentials.keys });
   });
+  router.add({ method: 'PATCH', path: `${tv}/config/:config_id/credentials`, operationId: 'token-validation-config-credentials-edit', summary: 'Replace the key set; a symmetric key sent without k keeps the material stored under its kid', auth: edit, params: CFG, body: z.object({ keys: z.array(Key) }), tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    const stored = await store.getTokenConfig(zoneId, req.params.config_id);
+    const keys = req.body.keys.map((key, i) => {
+      if (key.kty !== 'oct' || key.k !== undefined) return key;
+      const old = stored.credentials.keys.find((s) => s.kty === 'oct' && s.kid !== undefined && s.kid === key.kid && s.alg === key.alg);
+      if (!old) throw apiError('api_gateway_invalid', `keys[${i}].k is required: the configuration holds no ${String(key.alg)} key with kid ${JSON.stringify(key.kid ?? null)}`);
+      return { ...key, k: old.k };
+    });
+    const cfg = await store.editTokenConfig(zoneId, req.params.config_id, { credentials: { keys: await checkKeys(keys) } });
+    return bare({ keys: publicView(cfg).credentials.keys });
+  });
   router.add({ method: 'DELETE', path: `${tv}/config/:config_id`, operationId: 'token-validation-config-delete', summary: 'Delete a token validation configuration', auth: edit, params: CFG, tags }, async (req) => {
     await store.deleteTokenConfig(zoneOf(req).id, req.params.config_id);
     return { id: req.params.config_id };

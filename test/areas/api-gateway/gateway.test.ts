@@ -200,6 +200,28 @@ describe('token validation at the edge', () => {
     expect((await t.call('PATCH', gw(`/token_validation/${configId}`), { jwks: '{"keys":[{"kty":"EC","alg":"ES256","crv":"P-384"}]}' })).status).toBe(400);
     expect((await t.call('GET', gw('/token_validation'))).body.result[0].name).toBe('users');
   });
+  it('PATCH of the key set (official client) keeps a symmetric key\'s stored material when k is left out', async () => {
+    const cf = sdk(t);
+    const secret = crypto.getRandomValues(new Uint8Array(32));
+    const hsJwk = { kty: 'oct', kid: 'h1', alg: 'HS256', k: Buffer.from(secret).toString('base64url') };
+    expect((await t.call('PUT', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [publicJwk, hsJwk] })).status).toBe(200);
+    await cf.tokenValidation.configuration.credentials.edit(configId, { zone_id: zone.id, keys: [publicJwk, { kty: 'oct', kid: 'h1', alg: 'HS256' }] as never });
+    const got = await t.call('GET', `/zones/${zone.id}/token_validation/config/${configId}`);
+    expect(got.body.result.credentials.keys.map((k: JWK) => k.kid)).toEqual(['k1', 'h1']);
+    expect(JSON.stringify(got.body)).not.toContain(hsJwk.k);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: `http.host eq "${HOST}" and http.request.uri.path eq "/hs" and not is_jwt_valid(http.request.jwt.payload["${configId}"][0])`, action_parameters: { response: { status_code: 401, content: 'hs', content_type: 'text/plain' } } }],
+    });
+    const hs = await new SignJWT({ sub: 'h' }).setProtectedHeader({ alg: 'HS256', kid: 'h1' }).setExpirationTime('5m').sign(secret);
+    expect((await send('/hs', { headers: { authorization: `Bearer ${hs}` } })).status).toBe(200);
+    expect((await send('/hs')).status).toBe(401);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+    const unknown = await t.call('PATCH', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [{ kty: 'oct', kid: 'h2', alg: 'HS256' }] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.errors[0].message).toContain('keys[0].k is required');
+    const dropped = await t.call('PATCH', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [publicJwk] });
+    expect(dropped.body.keys.map((k: JWK) => k.kid)).toEqual(['k1']);
+  });
 });
 
 describe('GraphQL protection', () => {
