@@ -11,7 +11,7 @@ import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { openapiOf } from './openapi.ts';
-import type { DiscoveryState, GatewayStore, TokenRule } from './store.ts';
+import type { DiscoveryState, GatewayStore, Settings, TokenRule } from './store.ts';
 import { compileOpenApi, parseOpenApi } from './schemas.ts';
 import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
@@ -209,9 +209,29 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'PATCH', path: `${gw}/user_schemas/:schema_id/bola`, operationId: 'outpost-api-gateway-bola-patch', summary: 'Turn BOLA detection on or off ({enabled}, optional min_sessions)', auth: edit, params: SCHEMA, body: z.object({ enabled: z.boolean(), min_sessions: z.number().int().min(1).max(1_000_000).optional() }), tags }, async (req) =>
     (await store.editSchema(zoneOf(req).id, req.params.schema_id, (s) => ({ ...s, bola: { enabled: req.body.enabled, min_sessions: req.body.min_sessions ?? s.bola.min_sessions } }))).bola,
   );
-  router.add({ method: 'GET', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-retrieve-information-about-specific-configuration-properties-schema-validation', summary: 'What happens to requests that break their schema', auth: read, tags }, async (req) => (await store.settings(zoneOf(req).id)).schema_validation);
-  router.add({ method: 'PUT', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-set-schema-validation', summary: 'Set the action for requests that break their schema (none, log, block)', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']) }), tags }, async (req) =>
-    (await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, schema_validation: { validation_default_mitigation_action: req.body.validation_default_mitigation_action } }))).schema_validation,
+  // Answered without a result wrapper: the official client reads these fields at the top level.
+  const schemaValidationView = (s: Settings) =>
+    bare({
+      validation_default_mitigation_action: s.schema_validation.validation_default_mitigation_action,
+      validation_override_mitigation_action: s.schema_validation.validation_override_mitigation_action ?? null,
+    });
+  const Override = z.enum(['none', 'disable_override']).nullable();
+  router.add({ method: 'GET', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-retrieve-information-about-specific-configuration-properties-schema-validation', summary: 'What happens to requests that break their schema', auth: read, tags }, async (req) => schemaValidationView(await store.settings(zoneOf(req).id)));
+  router.add({ method: 'PUT', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-set-schema-validation', summary: 'Set the action for requests that break their schema (none, log, block) and the zone override (none skips validation)', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']), validation_override_mitigation_action: Override.optional() }), tags }, async (req) =>
+    schemaValidationView(await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, schema_validation: { validation_default_mitigation_action: req.body.validation_default_mitigation_action, validation_override_mitigation_action: req.body.validation_override_mitigation_action === 'none' ? 'none' : null } }))),
+  );
+  router.add({ method: 'PATCH', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-edit-schema-validation', summary: 'Change the default action or the zone override; a field that is absent or null is left as it is, disable_override clears the override', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']).nullable().optional(), validation_override_mitigation_action: Override.optional() }), tags }, async (req) =>
+    schemaValidationView(await store.updateSettings(zoneOf(req).id, (s) => {
+      const { validation_default_mitigation_action: action, validation_override_mitigation_action: override } = req.body;
+      const current = s.schema_validation;
+      return {
+        ...s,
+        schema_validation: {
+          validation_default_mitigation_action: action ?? current.validation_default_mitigation_action,
+          validation_override_mitigation_action: override === 'none' ? 'none' : override === 'disable_override' ? null : (current.validation_override_mitigation_action ?? null),
+        },
+      };
+    })),
   );
 
   // --- token validation: configurations --------------------------------------------------------

@@ -49,7 +49,8 @@ export type Mitigation = 'none' | 'log' | 'block';
 export interface Settings {
   auth_id_characteristics: AuthIdCharacteristic[];
   graphql: { max_depth: number | null; max_size: number | null };
-  schema_validation: { validation_default_mitigation_action: Mitigation };
+  /** `validation_override_mitigation_action: 'none'` skips schema validation on the whole zone. */
+  schema_validation: { validation_default_mitigation_action: Mitigation; validation_override_mitigation_action?: 'none' | null };
 }
 
 export const DEFAULT_SETTINGS: Settings = {

@@ -380,6 +380,21 @@ describe('user schemas and BOLA', () => {
     await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
     expect((await send('/orders/abc', { host: O })).status).toBe(403);
     expect((await send('/orders/7', { host: O })).status).toBe(200);
+    // The official client's edit (PATCH): the zone override 'none' skips validation, disable_override clears it.
+    const cf = sdk(t);
+    const skipped = await cf.apiGateway.settings.schemaValidation.edit({ zone_id: zone.id, validation_override_mitigation_action: 'none' });
+    expect(skipped).toMatchObject({ validation_default_mitigation_action: 'block', validation_override_mitigation_action: 'none' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([{ action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } }]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([]);
+    expect((await t.call('PATCH', gw('/settings/schema_validation'), { validation_override_mitigation_action: 'all' })).status).toBe(400);
+    const kept = await t.call('PATCH', gw('/settings/schema_validation'), { validation_default_mitigation_action: null });
+    expect(kept.body).toEqual({ success: true, errors: [], messages: [], validation_default_mitigation_action: 'block', validation_override_mitigation_action: 'none' });
+    const cleared = await cf.apiGateway.settings.schemaValidation.edit({ zone_id: zone.id, validation_override_mitigation_action: 'disable_override' });
+    expect(cleared.validation_override_mitigation_action).toBeNull();
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await cf.apiGateway.settings.schemaValidation.get({ zone_id: zone.id })).validation_default_mitigation_action).toBe('block');
     await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
     expect((await send('/orders/abc', { host: O })).status).toBe(200);
     const listed = await t.call('GET', gw('/user_schemas?omit_source=true'));
