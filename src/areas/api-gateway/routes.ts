@@ -55,9 +55,9 @@ const TokenRuleBody = z.object({
 const TokenRuleEdit = TokenRuleBody.partial();
 const SpecRule = z.object({ name: z.string().min(1).max(50), hostname: z.string().min(1).max(253), token_validation_id: z.string().min(1), action: z.enum(['log', 'block']) });
 
-function checkExpression(expression: string): void {
+function checkExpression(expression: string, where = 'expression'): void {
   const v = validateRule(expression);
-  if (!v.ok) throw apiError('api_gateway_invalid', `expression: ${v.error.message}`);
+  if (!v.ok) throw apiError('api_gateway_invalid', `${where}: ${v.error.message}`);
 }
 
 export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discovery: DiscoveryRecorder): void {
@@ -287,6 +287,15 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   };
   router.add({ method: 'GET', path: `${tv}/rules`, operationId: 'token-validation-rules-list', summary: 'List token validation rules', auth: read, query: ListPage, tags }, async (req) => pageOf(await store.listTokenRules(zoneOf(req).id), req.query));
   router.add({ method: 'POST', path: `${tv}/rules`, operationId: 'token-validation-rules-create', summary: 'Create a token validation rule', auth: edit, body: TokenRuleBody, tags }, async (req) => createRule(zoneOf(req).id, req.body));
+  const selectorOf = (selector: z.infer<typeof Selector>) => ({ include: selector.include ?? undefined, exclude: selector.exclude ?? undefined });
+  router.add({ method: 'POST', path: `${tv}/rules/bulk`, operationId: 'token-validation-rules-bulk-create', summary: 'Create several token validation rules (all or none)', auth: edit, body: z.array(TokenRuleBody).min(1).max(100), tags }, async (req) => {
+    for (const [i, b] of req.body.entries()) checkExpression(b.expression, `[${i}].expression`);
+    return store.createTokenRules(zoneOf(req).id, req.body.map((b) => ({ ...b, selector: selectorOf(b.selector) })));
+  });
+  router.add({ method: 'PATCH', path: `${tv}/rules/bulk`, operationId: 'token-validation-rules-bulk-edit', summary: 'Edit several token validation rules by id (all or none)', auth: edit, body: z.array(TokenRuleEdit.extend({ id: z.uuid() })).min(1).max(100), tags }, async (req) => {
+    for (const [i, b] of req.body.entries()) if (b.expression) checkExpression(b.expression, `[${i}].expression`);
+    return store.editTokenRules(zoneOf(req).id, req.body.map(({ id, selector, ...rest }) => ({ id, patch: { ...rest, selector: selector ? selectorOf(selector) : undefined } })));
+  });
   router.add({ method: 'GET', path: `${tv}/rules/:rule_id`, operationId: 'token-validation-rules-get', summary: 'Get a token validation rule', auth: read, params: RULE, tags }, async (req) => store.getTokenRule(zoneOf(req).id, req.params.rule_id));
   router.add({ method: 'PATCH', path: `${tv}/rules/:rule_id`, operationId: 'token-validation-rules-edit', summary: 'Edit a token validation rule', auth: edit, params: RULE, body: TokenRuleEdit, tags }, async (req) => {
     if (req.body.expression) checkExpression(req.body.expression);

@@ -396,6 +396,39 @@ export class GatewayStore {
     });
   }
 
+  /** Several rules in one transaction: all are created, or none. */
+  async createTokenRules(zoneId: string, bodies: Omit<TokenRule, 'id' | 'created_at' | 'last_updated'>[]): Promise<TokenRule[]> {
+    return this.write(zoneId, async (tx) => {
+      const out: TokenRule[] = [];
+      const start = this.clock.now().getTime();
+      for (const [i, body] of bodies.entries()) {
+        await this.checkConfigsExist(tx, zoneId, body.expression);
+        // One millisecond apart, so the list (ordered by creation) keeps the request's order.
+        const now = new Date(start + i);
+        const rule: TokenRule = { id: uuid(), ...body, created_at: now.toISOString(), last_updated: now.toISOString() };
+        await tokenRules.insert(tx, zoneId, rule.id, rule, now);
+        out.push(rule);
+      }
+      return out;
+    });
+  }
+
+  /** Several edits in one transaction: all apply, or none (an unknown id is a 404). */
+  async editTokenRules(zoneId: string, patches: { id: string; patch: Partial<Omit<TokenRule, 'id' | 'created_at' | 'last_updated'>> }[]): Promise<TokenRule[]> {
+    return this.write(zoneId, async (tx) => {
+      const out: TokenRule[] = [];
+      for (const { id, patch } of patches) {
+        const doc = await tokenRules.get(tx, zoneId, id);
+        if (!doc) throw apiError('token_rule_not_found', id);
+        if (patch.expression) await this.checkConfigsExist(tx, zoneId, patch.expression);
+        const now = this.clock.now();
+        const next: TokenRule = { ...doc.body, ...strip(patch), last_updated: now.toISOString() };
+        out.push((await tokenRules.update(tx, doc, next, now)).body);
+      }
+      return out;
+    });
+  }
+
   async deleteTokenRule(zoneId: string, id: string): Promise<void> {
     await this.write(zoneId, async (tx) => {
       if (!(await tokenRules.delete(tx, zoneId, id))) throw apiError('token_rule_not_found', id);

@@ -457,6 +457,24 @@ describe('official client', () => {
     const rule = await cf.tokenValidation.rules.create({ zone_id: z.id, title: 'r', description: '', action: 'log', enabled: true, expression: `is_jwt_valid(http.request.jwt.payload["${cfg.id}"][0])`, selector: {} });
     expect((await cf.tokenValidation.rules.get(rule.id!, { zone_id: z.id })).action).toBe('log');
     await cf.tokenValidation.rules.delete(rule.id!, { zone_id: z.id });
+    // Bulk create and edit (all or none).
+    const expr = `is_jwt_valid(http.request.jwt.payload["${cfg.id}"][0])`;
+    const made = [];
+    for await (const r of cf.tokenValidation.rules.bulkCreate({ zone_id: z.id, body: [{ title: 'b1', description: '', action: 'log', enabled: true, expression: expr, selector: {} }, { title: 'b2', description: '', action: 'block', enabled: false, expression: expr, selector: { include: [{ host: ['www.client-gw.test'] }] } }] })) made.push(r);
+    expect(made.map((r) => r.title)).toEqual(['b1', 'b2']);
+    const edited2 = [];
+    for await (const r of cf.tokenValidation.rules.bulkEdit({ zone_id: z.id, body: [{ id: made[0].id!, action: 'block' }, { id: made[1].id!, enabled: true }] })) edited2.push(r);
+    expect(edited2.map((r) => [r.title, r.action, r.enabled])).toEqual([['b1', 'block', true], ['b2', 'block', true]]);
+    const badExpr = await t.call('POST', `/zones/${z.id}/token_validation/rules/bulk`, [{ title: 'ok', action: 'log', expression: expr }, { title: 'bad', action: 'log', expression: 'is_jwt_valid(' }]);
+    expect(badExpr.status).toBe(400);
+    expect(badExpr.body.errors[0].message).toContain('[1].expression');
+    const badCfg = await t.call('POST', `/zones/${z.id}/token_validation/rules/bulk`, [{ title: 'ok', action: 'log', expression: expr }, { title: 'bad', action: 'log', expression: 'is_jwt_valid(http.request.jwt.payload["00000000-0000-4000-8000-000000000000"][0])' }]);
+    expect(badCfg.status).toBe(400);
+    const missing = await t.call('PATCH', `/zones/${z.id}/token_validation/rules/bulk`, [{ id: made[0].id, action: 'log' }, { id: '00000000-0000-4000-8000-000000000000', action: 'log' }]);
+    expect(missing.status).toBe(404);
+    const after = (await t.call('GET', `/zones/${z.id}/token_validation/rules`)).body.result;
+    expect(after.map((r: { title: string; action: string }) => [r.title, r.action])).toEqual([['b1', 'block'], ['b2', 'block']]);
+    for (const r of made) await cf.tokenValidation.rules.delete(r.id!, { zone_id: z.id });
     await cf.tokenValidation.configuration.delete(cfg.id!, { zone_id: z.id });
     expect((await t.call('GET', `/zones/${z.id}/token_validation/config`)).body.result).toEqual([]);
 
