@@ -12,7 +12,7 @@ import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { openapiOf } from './openapi.ts';
 import type { DiscoveryState, GatewayStore, Settings, TokenRule } from './store.ts';
-import { compileOpenApi, parseOpenApi } from './schemas.ts';
+import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
 import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
@@ -193,6 +193,9 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     await store.addOperations(zoneId, ops.map((o) => ({ method: o.method, host: o.host, endpoint: o.path })));
     return { schema: schemaView(schema), upload_details: { warnings: [] } };
   });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
+    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
+  );
   router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-validation-retrieve-information-about-specific-schema', summary: 'Get a user schema', auth: read, params: SCHEMA, query: z.object({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
     schemaView(await store.getSchema(zoneOf(req).id, req.params.schema_id), req.query.omit_source),
   );

@@ -355,6 +355,8 @@ describe('user schemas and BOLA', () => {
     expect(up.status).toBe(200);
     schemaId = uploaded.result.schema.schema_id;
     expect(uploaded.result.schema.validation_enabled).toBe(true);
+    const hosts = await t.call('GET', gw('/user_schemas/hosts'));
+    expect(hosts.body.result).toEqual([{ schema_id: schemaId, name: 'orders', hosts: [O], created_at: expect.any(String) }]);
     const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
     expect(ops.some((o: { host: string; endpoint: string }) => o.host === O && o.endpoint === '/orders/{var1}')).toBe(true);
     await custom([
@@ -498,6 +500,9 @@ describe('official client', () => {
       validation_enabled: 'true',
     });
     expect(schema.schema?.validation_enabled).toBe(true);
+    const covered = [];
+    for await (const h of cf.apiGateway.userSchemas.hosts.list({ zone_id: z.id })) covered.push(h);
+    expect(covered.map((h) => [h.schema_id, h.hosts])).toEqual([[schema.schema?.schema_id, ['www.client-gw.test']]]);
   });
 });
 
