@@ -193,6 +193,16 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     await store.addOperations(zoneId, ops.map((o) => ({ method: o.method, host: o.host, endpoint: o.path })));
     return { schema: schemaView(schema), upload_details: { warnings: [] } };
   });
+  router.add({ method: 'POST', path: `${gw}/expression-template/fallthrough`, operationId: 'api-shield-expression-templates-fallthrough', summary: 'A custom rule expression that matches requests to the hosts that no operation matches', auth: edit, body: z.object({ hosts: z.array(z.string().regex(/^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i, 'must be a hostname').max(253)).min(1).max(100) }), tags }, async (req) => {
+    const hosts = [...new Set(req.body.hosts.map((h) => h.toLowerCase()))];
+    const wild = hosts.filter((h) => h.startsWith('*.'));
+    const exact = hosts.filter((h) => !h.startsWith('*.'));
+    const parts = [
+      ...(exact.length > 0 ? [`http.host in {${exact.map((h) => JSON.stringify(h)).join(' ')}}`] : []),
+      ...wild.map((h) => `ends_with(http.host, ${JSON.stringify(h.slice(1))})`),
+    ];
+    return { expression: `(cf.api_gateway.fallthrough_detected and (${parts.join(' or ')}))`, title: `Fallthrough detection for ${hosts.join(', ')}` };
+  });
   router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
     pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
   );

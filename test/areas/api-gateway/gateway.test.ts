@@ -310,6 +310,16 @@ describe('discovery and authentication posture', () => {
     });
     expect((await send('/carts/77/items', { host: 'shop.gw.test' })).status).toBe(200);
     expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('unknown endpoint');
+    // The official client's expression template gives the same rule.
+    const template = await sdk(t).apiGateway.expressionTemplate.fallthrough.create({ zone_id: zone.id, hosts: ['shop.gw.test', '*.other.test'] });
+    expect(template).toEqual({ expression: '(cf.api_gateway.fallthrough_detected and (http.host in {"shop.gw.test"} or ends_with(http.host, ".other.test")))', title: 'Fallthrough detection for shop.gw.test, *.other.test' });
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: template.expression, action_parameters: { response: { status_code: 404, content: 'template', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/carts/78/items', { host: 'shop.gw.test' })).status).toBe(200);
+    expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('template');
+    expect((await t.call('POST', gw('/expression-template/fallthrough'), { hosts: ['a" or true or "'] })).status).toBe(400);
+    expect((await t.call('POST', gw('/expression-template/fallthrough'), { hosts: [] })).status).toBe(400);
     await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
   });
 });
