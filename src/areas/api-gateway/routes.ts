@@ -206,6 +206,33 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
     pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
   );
+  const listOf = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+  const SchemaOpsQuery = ListPage.extend({
+    host: z.preprocess(listOf, z.array(z.string().max(253)).max(50)).optional(),
+    method: z.preprocess(listOf, z.array(z.string().toUpperCase()).max(10)).optional(),
+    endpoint: z.string().max(4096).optional(),
+    operation_status: z.enum(['new', 'existing']).optional(),
+  });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id/operations`, operationId: 'api-shield-schema-validation-extract-operations-from-schema', summary: 'The operations a user schema describes: saved ones in full, the others as {method, host, endpoint}', auth: read, params: SCHEMA, query: SchemaOpsQuery, tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    const schema = await store.getSchema(zoneId, req.params.schema_id);
+    const saved = new Map((await store.listOperations(zoneId)).map((o) => [`${o.method} ${o.host} ${o.endpoint}`, o]));
+    const q = req.query;
+    const seen = new Set<string>();
+    const out: unknown[] = [];
+    for (const op of compileOpenApi(parseOpenApi(schema.source))) {
+      const key = `${op.method} ${op.host} ${op.endpoint}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (q.host && !q.host.includes(op.host)) continue;
+      if (q.method && !q.method.includes(op.method)) continue;
+      if (q.endpoint !== undefined && !op.endpoint.includes(q.endpoint)) continue;
+      const existing = saved.get(key);
+      if (q.operation_status === 'new' ? existing : q.operation_status === 'existing' ? !existing : false) continue;
+      out.push(existing ?? { method: op.method, host: op.host, endpoint: op.endpoint });
+    }
+    return pageOf(out, q);
+  });
   router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-validation-retrieve-information-about-specific-schema', summary: 'Get a user schema', auth: read, params: SCHEMA, query: z.object({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
     schemaView(await store.getSchema(zoneOf(req).id, req.params.schema_id), req.query.omit_source),
   );

@@ -513,6 +513,17 @@ describe('official client', () => {
     const covered = [];
     for await (const h of cf.apiGateway.userSchemas.hosts.list({ zone_id: z.id })) covered.push(h);
     expect(covered.map((h) => [h.schema_id, h.hosts])).toEqual([[schema.schema?.schema_id, ['www.client-gw.test']]]);
+    // The schema's operations: saved ones in full, the others as method, host and endpoint.
+    const sid = schema.schema!.schema_id;
+    const listed2 = [];
+    for await (const o of cf.apiGateway.userSchemas.operations.list(sid, { zone_id: z.id })) listed2.push(o as { operation_id?: string; method: string; endpoint: string });
+    expect(listed2.map((o) => [o.method, o.endpoint, typeof o.operation_id])).toEqual([['GET', '/orders/{var1}', 'string'], ['POST', '/orders', 'string']]);
+    await cf.apiGateway.operations.delete(listed2[0].operation_id!, { zone_id: z.id });
+    const fresh = await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?operation_status=new`);
+    expect(fresh.body.result).toEqual([{ method: 'GET', host: 'www.client-gw.test', endpoint: '/orders/{var1}' }]);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?method=post&operation_status=existing`)).body.result.map((o: { endpoint: string }) => o.endpoint)).toEqual(['/orders']);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?operation_status=old`)).status).toBe(400);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/00000000-0000-4000-8000-000000000000/operations`)).status).toBe(404);
   });
 });
 
