@@ -26,6 +26,11 @@
  * hostname, token_validation_id, action}` ↔ `/token_validation/rules {title, selector, expression:
  * is_jwt_valid(…), action}`; `op_id` ↔ `operation_id`.
  * User schemas (OpenAPI JSON) validate requests; BOLA is detected per schema (see bola.ts).
+ * Also served as the official client sends them: `PATCH …/credentials` (symmetric keys without
+ * `k` keep their stored material), token rules `/bulk` (POST, PATCH), `PATCH
+ * settings/schema_validation` (its override `none` skips validation), `user_schemas/hosts`,
+ * `user_schemas/{id}/operations`, `expression-template/fallthrough`. Not served: labels,
+ * per-operation schema validation settings, the deprecated `GET /schemas`.
  * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);

@@ -216,7 +216,7 @@ export class GatewayPhase {
         const values = op.matcher.match(path);
         if (!values) continue;
         const query = new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
-        if (schema.validation_enabled) {
+        if (schema.validation_enabled && z.settings.schema_validation.validation_override_mitigation_action !== 'none') {
           const declared = Number(er.req.headers['content-length']);
           const body = op.body && /json/i.test(contentType) ? await bufferBody(er, SCHEMA_MAX_BODY) : undefined;
           const bad = violates(op, values, query, contentType, body, declared);

@@ -11,8 +11,8 @@ import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { openapiOf } from './openapi.ts';
-import type { DiscoveryState, GatewayStore, TokenRule } from './store.ts';
-import { compileOpenApi, parseOpenApi } from './schemas.ts';
+import type { DiscoveryState, GatewayStore, Settings, TokenRule } from './store.ts';
+import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
 import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
@@ -55,9 +55,9 @@ const TokenRuleBody = z.object({
 const TokenRuleEdit = TokenRuleBody.partial();
 const SpecRule = z.object({ name: z.string().min(1).max(50), hostname: z.string().min(1).max(253), token_validation_id: z.string().min(1), action: z.enum(['log', 'block']) });
 
-function checkExpression(expression: string): void {
+function checkExpression(expression: string, where = 'expression'): void {
   const v = validateRule(expression);
-  if (!v.ok) throw apiError('api_gateway_invalid', `expression: ${v.error.message}`);
+  if (!v.ok) throw apiError('api_gateway_invalid', `${where}: ${v.error.message}`);
 }
 
 export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discovery: DiscoveryRecorder): void {
@@ -193,6 +193,46 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     await store.addOperations(zoneId, ops.map((o) => ({ method: o.method, host: o.host, endpoint: o.path })));
     return { schema: schemaView(schema), upload_details: { warnings: [] } };
   });
+  router.add({ method: 'POST', path: `${gw}/expression-template/fallthrough`, operationId: 'api-shield-expression-templates-fallthrough', summary: 'A custom rule expression that matches requests to the hosts that no operation matches', auth: edit, body: z.object({ hosts: z.array(z.string().regex(/^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i, 'must be a hostname').max(253)).min(1).max(100) }), tags }, async (req) => {
+    const hosts = [...new Set(req.body.hosts.map((h) => h.toLowerCase()))];
+    const wild = hosts.filter((h) => h.startsWith('*.'));
+    const exact = hosts.filter((h) => !h.startsWith('*.'));
+    const parts = [
+      ...(exact.length > 0 ? [`http.host in {${exact.map((h) => JSON.stringify(h)).join(' ')}}`] : []),
+      ...wild.map((h) => `ends_with(http.host, ${JSON.stringify(h.slice(1))})`),
+    ];
+    return { expression: `(cf.api_gateway.fallthrough_detected and (${parts.join(' or ')}))`, title: `Fallthrough detection for ${hosts.join(', ')}` };
+  });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
+    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
+  );
+  const listOf = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+  const SchemaOpsQuery = ListPage.extend({
+    host: z.preprocess(listOf, z.array(z.string().max(253)).max(50)).optional(),
+    method: z.preprocess(listOf, z.array(z.string().toUpperCase()).max(10)).optional(),
+    endpoint: z.string().max(4096).optional(),
+    operation_status: z.enum(['new', 'existing']).optional(),
+  });
+  router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id/operations`, operationId: 'api-shield-schema-validation-extract-operations-from-schema', summary: 'The operations a user schema describes: saved ones in full, the others as {method, host, endpoint}', auth: read, params: SCHEMA, query: SchemaOpsQuery, tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    const schema = await store.getSchema(zoneId, req.params.schema_id);
+    const saved = new Map((await store.listOperations(zoneId)).map((o) => [`${o.method} ${o.host} ${o.endpoint}`, o]));
+    const q = req.query;
+    const seen = new Set<string>();
+    const out: unknown[] = [];
+    for (const op of compileOpenApi(parseOpenApi(schema.source))) {
+      const key = `${op.method} ${op.host} ${op.endpoint}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (q.host && !q.host.includes(op.host)) continue;
+      if (q.method && !q.method.includes(op.method)) continue;
+      if (q.endpoint !== undefined && !op.endpoint.includes(q.endpoint)) continue;
+      const existing = saved.get(key);
+      if (q.operation_status === 'new' ? existing : q.operation_status === 'existing' ? !existing : false) continue;
+      out.push(existing ?? { method: op.method, host: op.host, endpoint: op.endpoint });
+    }
+    return pageOf(out, q);
+  });
   router.add({ method: 'GET', path: `${gw}/user_schemas/:schema_id`, operationId: 'api-shield-schema-validation-retrieve-information-about-specific-schema', summary: 'Get a user schema', auth: read, params: SCHEMA, query: z.object({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
     schemaView(await store.getSchema(zoneOf(req).id, req.params.schema_id), req.query.omit_source),
   );
@@ -209,9 +249,29 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'PATCH', path: `${gw}/user_schemas/:schema_id/bola`, operationId: 'outpost-api-gateway-bola-patch', summary: 'Turn BOLA detection on or off ({enabled}, optional min_sessions)', auth: edit, params: SCHEMA, body: z.object({ enabled: z.boolean(), min_sessions: z.number().int().min(1).max(1_000_000).optional() }), tags }, async (req) =>
     (await store.editSchema(zoneOf(req).id, req.params.schema_id, (s) => ({ ...s, bola: { enabled: req.body.enabled, min_sessions: req.body.min_sessions ?? s.bola.min_sessions } }))).bola,
   );
-  router.add({ method: 'GET', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-retrieve-information-about-specific-configuration-properties-schema-validation', summary: 'What happens to requests that break their schema', auth: read, tags }, async (req) => (await store.settings(zoneOf(req).id)).schema_validation);
-  router.add({ method: 'PUT', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-set-schema-validation', summary: 'Set the action for requests that break their schema (none, log, block)', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']) }), tags }, async (req) =>
-    (await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, schema_validation: { validation_default_mitigation_action: req.body.validation_default_mitigation_action } }))).schema_validation,
+  // Answered without a result wrapper: the official client reads these fields at the top level.
+  const schemaValidationView = (s: Settings) =>
+    bare({
+      validation_default_mitigation_action: s.schema_validation.validation_default_mitigation_action,
+      validation_override_mitigation_action: s.schema_validation.validation_override_mitigation_action ?? null,
+    });
+  const Override = z.enum(['none', 'disable_override']).nullable();
+  router.add({ method: 'GET', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-retrieve-information-about-specific-configuration-properties-schema-validation', summary: 'What happens to requests that break their schema', auth: read, tags }, async (req) => schemaValidationView(await store.settings(zoneOf(req).id)));
+  router.add({ method: 'PUT', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-set-schema-validation', summary: 'Set the action for requests that break their schema (none, log, block) and the zone override (none skips validation)', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']), validation_override_mitigation_action: Override.optional() }), tags }, async (req) =>
+    schemaValidationView(await store.updateSettings(zoneOf(req).id, (s) => ({ ...s, schema_validation: { validation_default_mitigation_action: req.body.validation_default_mitigation_action, validation_override_mitigation_action: req.body.validation_override_mitigation_action === 'none' ? 'none' : null } }))),
+  );
+  router.add({ method: 'PATCH', path: `${gw}/settings/schema_validation`, operationId: 'api-shield-settings-edit-schema-validation', summary: 'Change the default action or the zone override; a field that is absent or null is left as it is, disable_override clears the override', auth: edit, body: z.object({ validation_default_mitigation_action: z.enum(['none', 'log', 'block']).nullable().optional(), validation_override_mitigation_action: Override.optional() }), tags }, async (req) =>
+    schemaValidationView(await store.updateSettings(zoneOf(req).id, (s) => {
+      const { validation_default_mitigation_action: action, validation_override_mitigation_action: override } = req.body;
+      const current = s.schema_validation;
+      return {
+        ...s,
+        schema_validation: {
+          validation_default_mitigation_action: action ?? current.validation_default_mitigation_action,
+          validation_override_mitigation_action: override === 'none' ? 'none' : override === 'disable_override' ? null : (current.validation_override_mitigation_action ?? null),
+        },
+      };
+    })),
   );
 
   // --- token validation: configurations --------------------------------------------------------
@@ -231,6 +291,18 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   });
   router.add({ method: 'PUT', path: `${tv}/config/:config_id/credentials`, operationId: 'token-validation-config-credentials-update', summary: 'Replace the key set', auth: edit, params: CFG, body: z.object({ keys: z.array(Key) }), tags }, async (req) => {
     const cfg = await store.editTokenConfig(zoneOf(req).id, req.params.config_id, { credentials: { keys: await checkKeys(req.body.keys) } });
+    return bare({ keys: publicView(cfg).credentials.keys });
+  });
+  router.add({ method: 'PATCH', path: `${tv}/config/:config_id/credentials`, operationId: 'token-validation-config-credentials-edit', summary: 'Replace the key set; a symmetric key sent without k keeps the material stored under its kid', auth: edit, params: CFG, body: z.object({ keys: z.array(Key) }), tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    const stored = await store.getTokenConfig(zoneId, req.params.config_id);
+    const keys = req.body.keys.map((key, i) => {
+      if (key.kty !== 'oct' || key.k !== undefined) return key;
+      const old = stored.credentials.keys.find((s) => s.kty === 'oct' && s.kid !== undefined && s.kid === key.kid && s.alg === key.alg);
+      if (!old) throw apiError('api_gateway_invalid', `keys[${i}].k is required: the configuration holds no ${String(key.alg)} key with kid ${JSON.stringify(key.kid ?? null)}`);
+      return { ...key, k: old.k };
+    });
+    const cfg = await store.editTokenConfig(zoneId, req.params.config_id, { credentials: { keys: await checkKeys(keys) } });
     return bare({ keys: publicView(cfg).credentials.keys });
   });
   router.add({ method: 'DELETE', path: `${tv}/config/:config_id`, operationId: 'token-validation-config-delete', summary: 'Delete a token validation configuration', auth: edit, params: CFG, tags }, async (req) => {
@@ -255,6 +327,15 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   };
   router.add({ method: 'GET', path: `${tv}/rules`, operationId: 'token-validation-rules-list', summary: 'List token validation rules', auth: read, query: ListPage, tags }, async (req) => pageOf(await store.listTokenRules(zoneOf(req).id), req.query));
   router.add({ method: 'POST', path: `${tv}/rules`, operationId: 'token-validation-rules-create', summary: 'Create a token validation rule', auth: edit, body: TokenRuleBody, tags }, async (req) => createRule(zoneOf(req).id, req.body));
+  const selectorOf = (selector: z.infer<typeof Selector>) => ({ include: selector.include ?? undefined, exclude: selector.exclude ?? undefined });
+  router.add({ method: 'POST', path: `${tv}/rules/bulk`, operationId: 'token-validation-rules-bulk-create', summary: 'Create several token validation rules (all or none)', auth: edit, body: z.array(TokenRuleBody).min(1).max(100), tags }, async (req) => {
+    for (const [i, b] of req.body.entries()) checkExpression(b.expression, `[${i}].expression`);
+    return store.createTokenRules(zoneOf(req).id, req.body.map((b) => ({ ...b, selector: selectorOf(b.selector) })));
+  });
+  router.add({ method: 'PATCH', path: `${tv}/rules/bulk`, operationId: 'token-validation-rules-bulk-edit', summary: 'Edit several token validation rules by id (all or none)', auth: edit, body: z.array(TokenRuleEdit.extend({ id: z.uuid() })).min(1).max(100), tags }, async (req) => {
+    for (const [i, b] of req.body.entries()) if (b.expression) checkExpression(b.expression, `[${i}].expression`);
+    return store.editTokenRules(zoneOf(req).id, req.body.map(({ id, selector, ...rest }) => ({ id, patch: { ...rest, selector: selector ? selectorOf(selector) : undefined } })));
+  });
   router.add({ method: 'GET', path: `${tv}/rules/:rule_id`, operationId: 'token-validation-rules-get', summary: 'Get a token validation rule', auth: read, params: RULE, tags }, async (req) => store.getTokenRule(zoneOf(req).id, req.params.rule_id));
   router.add({ method: 'PATCH', path: `${tv}/rules/:rule_id`, operationId: 'token-validation-rules-edit', summary: 'Edit a token validation rule', auth: edit, params: RULE, body: TokenRuleEdit, tags }, async (req) => {
     if (req.body.expression) checkExpression(req.body.expression);

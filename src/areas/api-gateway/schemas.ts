@@ -68,6 +68,12 @@ function resolve(doc: Obj, v: unknown): unknown {
   return cur;
 }
 
+/** The hosts a document's `servers` name, lower-cased, each once. */
+export function schemaHosts(doc: Obj): string[] {
+  const servers = Array.isArray(doc.servers) ? (doc.servers as Obj[]) : [];
+  return [...new Set(servers.map((s) => hostOf(String(s.url))).filter((h): h is string => h !== undefined))];
+}
+
 /** Compiles every operation of a document; 400 when a schema in it does not compile. */
 export function compileOpenApi(doc: Obj): SchemaOperation[] {
   const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });

@@ -49,7 +49,8 @@ export type Mitigation = 'none' | 'log' | 'block';
 export interface Settings {
   auth_id_characteristics: AuthIdCharacteristic[];
   graphql: { max_depth: number | null; max_size: number | null };
-  schema_validation: { validation_default_mitigation_action: Mitigation };
+  /** `validation_override_mitigation_action: 'none'` skips schema validation on the whole zone. */
+  schema_validation: { validation_default_mitigation_action: Mitigation; validation_override_mitigation_action?: 'none' | null };
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -392,6 +393,39 @@ export class GatewayStore {
       const now = this.clock.now();
       const next: TokenRule = { ...doc.body, ...strip(patch), last_updated: now.toISOString() };
       return (await tokenRules.update(tx, doc, next, now)).body;
+    });
+  }
+
+  /** Several rules in one transaction: all are created, or none. */
+  async createTokenRules(zoneId: string, bodies: Omit<TokenRule, 'id' | 'created_at' | 'last_updated'>[]): Promise<TokenRule[]> {
+    return this.write(zoneId, async (tx) => {
+      const out: TokenRule[] = [];
+      const start = this.clock.now().getTime();
+      for (const [i, body] of bodies.entries()) {
+        await this.checkConfigsExist(tx, zoneId, body.expression);
+        // One millisecond apart, so the list (ordered by creation) keeps the request's order.
+        const now = new Date(start + i);
+        const rule: TokenRule = { id: uuid(), ...body, created_at: now.toISOString(), last_updated: now.toISOString() };
+        await tokenRules.insert(tx, zoneId, rule.id, rule, now);
+        out.push(rule);
+      }
+      return out;
+    });
+  }
+
+  /** Several edits in one transaction: all apply, or none (an unknown id is a 404). */
+  async editTokenRules(zoneId: string, patches: { id: string; patch: Partial<Omit<TokenRule, 'id' | 'created_at' | 'last_updated'>> }[]): Promise<TokenRule[]> {
+    return this.write(zoneId, async (tx) => {
+      const out: TokenRule[] = [];
+      for (const { id, patch } of patches) {
+        const doc = await tokenRules.get(tx, zoneId, id);
+        if (!doc) throw apiError('token_rule_not_found', id);
+        if (patch.expression) await this.checkConfigsExist(tx, zoneId, patch.expression);
+        const now = this.clock.now();
+        const next: TokenRule = { ...doc.body, ...strip(patch), last_updated: now.toISOString() };
+        out.push((await tokenRules.update(tx, doc, next, now)).body);
+      }
+      return out;
     });
   }
 

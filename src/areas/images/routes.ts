@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { unlink } from 'node:fs/promises';
 import type { AreaContext } from '../../core/area.ts';
 import { apiError, ApiError } from '../../core/errors.ts';
+import { parseJsonBody } from '../../core/json.ts';
 import { ok } from '../../core/envelope.ts';
 import { parseMultipart } from '../../core/multipart.ts';
 import { raw, type Req } from '../../core/router.ts';
@@ -231,11 +232,7 @@ export function mountImageRoutes(ctx: AreaContext, images: ImageService, deliver
         } else if (/urlencoded/i.test(type)) {
           f = Object.fromEntries(new URLSearchParams(buf.toString('utf8')));
         } else {
-          try {
-            f = JSON.parse(buf.toString('utf8')) as Record<string, unknown>;
-          } catch (err) {
-            throw apiError('invalid_json', (err as Error).message);
-          }
+          f = parseJsonBody(buf) as Record<string, unknown>;
           if (typeof f !== 'object' || f === null || Array.isArray(f)) throw apiError('image_invalid', 'expected a JSON object');
         }
       }

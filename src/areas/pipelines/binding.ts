@@ -8,6 +8,7 @@
  */
 import type { NodeBinding } from '../workers/index.ts';
 import { ApiError } from '../../core/errors.ts';
+import { assertJsonDepth } from '../../core/json.ts';
 import type { Executor } from '../../core/storage/db.ts';
 import type { PipelinesService } from './service.ts';
 import { streams } from './store.ts';
@@ -44,6 +45,7 @@ export function nodeBindings(service: () => PipelinesService, db: () => Executor
           if (!doc) return fail(404, `Stream ${ref} does not exist in this account`);
           if (!doc.body.worker_binding.enabled) return fail(403, `Stream ${doc.body.name} has worker_binding.enabled false`);
           const body = Buffer.from(await req.arrayBuffer());
+          assertJsonDepth(body, 'the events sent');
           let parsed: unknown;
           try {
             parsed = JSON.parse(body.toString('utf8'));

@@ -11,6 +11,8 @@
  * decoded text does, where a bad sequence becomes U+FFFD); outside strings they are refused.
  */
 
+import { MAX_JSON_DEPTH } from '../../core/json.ts';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN_OBJECT = 0x7b;
@@ -122,6 +124,9 @@ function scanValue(b: Uint8Array, i: number, n: number): number {
       const j = skipWs(b, i + 1, n);
       if (j < n && b[j] === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) i = j + 1;
       else {
+        // Near the nesting limit the caller's ordinary path measures the depth exactly and
+        // says so (the array around the events is one level, an empty container one more).
+        if (depth + 2 >= MAX_JSON_DEPTH) return -1;
         if (depth === stack.length) {
           const bigger = new Uint8Array(stack.length * 2);
           bigger.set(stack);

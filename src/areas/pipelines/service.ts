@@ -7,6 +7,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { AreaContext } from '../../core/area.ts';
 import { ApiError } from '../../core/errors.ts';
+import { assertJsonDepth } from '../../core/json.ts';
 import type { Logger } from '../../core/log.ts';
 import { EventError, validateBatch } from './events.ts';
 import type { StreamLog } from './log.ts';
@@ -87,6 +88,9 @@ export class PipelinesService {
     let bytes: number;
     if (Buffer.isBuffer(body)) {
       bytes = body.length;
+      // Events nested past the limit could not be written to a sink; refuse them now rather
+      // than acknowledge them and drop them later.
+      assertJsonDepth(body, 'the event batch');
       try {
         parsed = JSON.parse(body.toString('utf8'));
       } catch (err) {

@@ -200,6 +200,28 @@ describe('token validation at the edge', () => {
     expect((await t.call('PATCH', gw(`/token_validation/${configId}`), { jwks: '{"keys":[{"kty":"EC","alg":"ES256","crv":"P-384"}]}' })).status).toBe(400);
     expect((await t.call('GET', gw('/token_validation'))).body.result[0].name).toBe('users');
   });
+  it('PATCH of the key set (official client) keeps a symmetric key\'s stored material when k is left out', async () => {
+    const cf = sdk(t);
+    const secret = crypto.getRandomValues(new Uint8Array(32));
+    const hsJwk = { kty: 'oct', kid: 'h1', alg: 'HS256', k: Buffer.from(secret).toString('base64url') };
+    expect((await t.call('PUT', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [publicJwk, hsJwk] })).status).toBe(200);
+    await cf.tokenValidation.configuration.credentials.edit(configId, { zone_id: zone.id, keys: [publicJwk, { kty: 'oct', kid: 'h1', alg: 'HS256' }] as never });
+    const got = await t.call('GET', `/zones/${zone.id}/token_validation/config/${configId}`);
+    expect(got.body.result.credentials.keys.map((k: JWK) => k.kid)).toEqual(['k1', 'h1']);
+    expect(JSON.stringify(got.body)).not.toContain(hsJwk.k);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: `http.host eq "${HOST}" and http.request.uri.path eq "/hs" and not is_jwt_valid(http.request.jwt.payload["${configId}"][0])`, action_parameters: { response: { status_code: 401, content: 'hs', content_type: 'text/plain' } } }],
+    });
+    const hs = await new SignJWT({ sub: 'h' }).setProtectedHeader({ alg: 'HS256', kid: 'h1' }).setExpirationTime('5m').sign(secret);
+    expect((await send('/hs', { headers: { authorization: `Bearer ${hs}` } })).status).toBe(200);
+    expect((await send('/hs')).status).toBe(401);
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
+    const unknown = await t.call('PATCH', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [{ kty: 'oct', kid: 'h2', alg: 'HS256' }] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.errors[0].message).toContain('keys[0].k is required');
+    const dropped = await t.call('PATCH', `/zones/${zone.id}/token_validation/config/${configId}/credentials`, { keys: [publicJwk] });
+    expect(dropped.body.keys.map((k: JWK) => k.kid)).toEqual(['k1']);
+  });
 });
 
 describe('GraphQL protection', () => {
@@ -288,6 +310,16 @@ describe('discovery and authentication posture', () => {
     });
     expect((await send('/carts/77/items', { host: 'shop.gw.test' })).status).toBe(200);
     expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('unknown endpoint');
+    // The official client's expression template gives the same rule.
+    const template = await sdk(t).apiGateway.expressionTemplate.fallthrough.create({ zone_id: zone.id, hosts: ['shop.gw.test', '*.other.test'] });
+    expect(template).toEqual({ expression: '(cf.api_gateway.fallthrough_detected and (http.host in {"shop.gw.test"} or ends_with(http.host, ".other.test")))', title: 'Fallthrough detection for shop.gw.test, *.other.test' });
+    await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, {
+      rules: [{ action: 'block', expression: template.expression, action_parameters: { response: { status_code: 404, content: 'template', content_type: 'text/plain' } } }],
+    });
+    expect((await send('/carts/78/items', { host: 'shop.gw.test' })).status).toBe(200);
+    expect((await send('/secret', { host: 'shop.gw.test' })).body).toBe('template');
+    expect((await t.call('POST', gw('/expression-template/fallthrough'), { hosts: ['a" or true or "'] })).status).toBe(400);
+    expect((await t.call('POST', gw('/expression-template/fallthrough'), { hosts: [] })).status).toBe(400);
     await t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules: [] });
   });
 });
@@ -333,6 +365,8 @@ describe('user schemas and BOLA', () => {
     expect(up.status).toBe(200);
     schemaId = uploaded.result.schema.schema_id;
     expect(uploaded.result.schema.validation_enabled).toBe(true);
+    const hosts = await t.call('GET', gw('/user_schemas/hosts'));
+    expect(hosts.body.result).toEqual([{ schema_id: schemaId, name: 'orders', hosts: [O], created_at: expect.any(String) }]);
     const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result;
     expect(ops.some((o: { host: string; endpoint: string }) => o.host === O && o.endpoint === '/orders/{var1}')).toBe(true);
     await custom([
@@ -358,6 +392,21 @@ describe('user schemas and BOLA', () => {
     await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
     expect((await send('/orders/abc', { host: O })).status).toBe(403);
     expect((await send('/orders/7', { host: O })).status).toBe(200);
+    // The official client's edit (PATCH): the zone override 'none' skips validation, disable_override clears it.
+    const cf = sdk(t);
+    const skipped = await cf.apiGateway.settings.schemaValidation.edit({ zone_id: zone.id, validation_override_mitigation_action: 'none' });
+    expect(skipped).toMatchObject({ validation_default_mitigation_action: 'block', validation_override_mitigation_action: 'none' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([{ action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } }]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([]);
+    expect((await t.call('PATCH', gw('/settings/schema_validation'), { validation_override_mitigation_action: 'all' })).status).toBe(400);
+    const kept = await t.call('PATCH', gw('/settings/schema_validation'), { validation_default_mitigation_action: null });
+    expect(kept.body).toEqual({ success: true, errors: [], messages: [], validation_default_mitigation_action: 'block', validation_override_mitigation_action: 'none' });
+    const cleared = await cf.apiGateway.settings.schemaValidation.edit({ zone_id: zone.id, validation_override_mitigation_action: 'disable_override' });
+    expect(cleared.validation_override_mitigation_action).toBeNull();
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await cf.apiGateway.settings.schemaValidation.get({ zone_id: zone.id })).validation_default_mitigation_action).toBe('block');
     await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
     expect((await send('/orders/abc', { host: O })).status).toBe(200);
     const listed = await t.call('GET', gw('/user_schemas?omit_source=true'));
@@ -420,6 +469,24 @@ describe('official client', () => {
     const rule = await cf.tokenValidation.rules.create({ zone_id: z.id, title: 'r', description: '', action: 'log', enabled: true, expression: `is_jwt_valid(http.request.jwt.payload["${cfg.id}"][0])`, selector: {} });
     expect((await cf.tokenValidation.rules.get(rule.id!, { zone_id: z.id })).action).toBe('log');
     await cf.tokenValidation.rules.delete(rule.id!, { zone_id: z.id });
+    // Bulk create and edit (all or none).
+    const expr = `is_jwt_valid(http.request.jwt.payload["${cfg.id}"][0])`;
+    const made = [];
+    for await (const r of cf.tokenValidation.rules.bulkCreate({ zone_id: z.id, body: [{ title: 'b1', description: '', action: 'log', enabled: true, expression: expr, selector: {} }, { title: 'b2', description: '', action: 'block', enabled: false, expression: expr, selector: { include: [{ host: ['www.client-gw.test'] }] } }] })) made.push(r);
+    expect(made.map((r) => r.title)).toEqual(['b1', 'b2']);
+    const edited2 = [];
+    for await (const r of cf.tokenValidation.rules.bulkEdit({ zone_id: z.id, body: [{ id: made[0].id!, action: 'block' }, { id: made[1].id!, enabled: true }] })) edited2.push(r);
+    expect(edited2.map((r) => [r.title, r.action, r.enabled])).toEqual([['b1', 'block', true], ['b2', 'block', true]]);
+    const badExpr = await t.call('POST', `/zones/${z.id}/token_validation/rules/bulk`, [{ title: 'ok', action: 'log', expression: expr }, { title: 'bad', action: 'log', expression: 'is_jwt_valid(' }]);
+    expect(badExpr.status).toBe(400);
+    expect(badExpr.body.errors[0].message).toContain('[1].expression');
+    const badCfg = await t.call('POST', `/zones/${z.id}/token_validation/rules/bulk`, [{ title: 'ok', action: 'log', expression: expr }, { title: 'bad', action: 'log', expression: 'is_jwt_valid(http.request.jwt.payload["00000000-0000-4000-8000-000000000000"][0])' }]);
+    expect(badCfg.status).toBe(400);
+    const missing = await t.call('PATCH', `/zones/${z.id}/token_validation/rules/bulk`, [{ id: made[0].id, action: 'log' }, { id: '00000000-0000-4000-8000-000000000000', action: 'log' }]);
+    expect(missing.status).toBe(404);
+    const after = (await t.call('GET', `/zones/${z.id}/token_validation/rules`)).body.result;
+    expect(after.map((r: { title: string; action: string }) => [r.title, r.action])).toEqual([['b1', 'block'], ['b2', 'block']]);
+    for (const r of made) await cf.tokenValidation.rules.delete(r.id!, { zone_id: z.id });
     await cf.tokenValidation.configuration.delete(cfg.id!, { zone_id: z.id });
     expect((await t.call('GET', `/zones/${z.id}/token_validation/config`)).body.result).toEqual([]);
 
@@ -443,6 +510,20 @@ describe('official client', () => {
       validation_enabled: 'true',
     });
     expect(schema.schema?.validation_enabled).toBe(true);
+    const covered = [];
+    for await (const h of cf.apiGateway.userSchemas.hosts.list({ zone_id: z.id })) covered.push(h);
+    expect(covered.map((h) => [h.schema_id, h.hosts])).toEqual([[schema.schema?.schema_id, ['www.client-gw.test']]]);
+    // The schema's operations: saved ones in full, the others as method, host and endpoint.
+    const sid = schema.schema!.schema_id;
+    const listed2 = [];
+    for await (const o of cf.apiGateway.userSchemas.operations.list(sid, { zone_id: z.id })) listed2.push(o as { operation_id?: string; method: string; endpoint: string });
+    expect(listed2.map((o) => [o.method, o.endpoint, typeof o.operation_id])).toEqual([['GET', '/orders/{var1}', 'string'], ['POST', '/orders', 'string']]);
+    await cf.apiGateway.operations.delete(listed2[0].operation_id!, { zone_id: z.id });
+    const fresh = await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?operation_status=new`);
+    expect(fresh.body.result).toEqual([{ method: 'GET', host: 'www.client-gw.test', endpoint: '/orders/{var1}' }]);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?method=post&operation_status=existing`)).body.result.map((o: { endpoint: string }) => o.endpoint)).toEqual(['/orders']);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/${sid}/operations?operation_status=old`)).status).toBe(400);
+    expect((await t.call('GET', `/zones/${z.id}/api_gateway/user_schemas/00000000-0000-4000-8000-000000000000/operations`)).status).toBe(404);
   });
 });
 

@@ -266,6 +266,9 @@ describe('direct upload', () => {
     const soon = new Date(clock.now().getTime() + 60_000).toISOString();
     expect((await t.call('POST', `${base()}/v2/direct_upload`, { expiry: soon })).status).toBe(400);
     expect((await t.call('POST', `${base()}/v2/direct_upload`, { bogus: 1 })).status).toBe(400);
+    const deep = await t.call('POST', `${base()}/v2/direct_upload`, `{"metadata": {"a": ${'['.repeat(5000)}${']'.repeat(5000)}}}`);
+    expect(deep.status).toBe(400);
+    expect(deep.body.errors[0].message).toMatch(/nested deeper than 128 levels/);
   });
 });
 

@@ -228,6 +228,19 @@ describe('ingestion statuses', () => {
     expect(ts.body.errors[0].message).toMatch(/field ts must be a timestamp/);
   });
 
+  it('400 naming the limit for events nested past it (acknowledged events must be writable to a sink)', async () => {
+    const plain = (await t.call('POST', `${a()}/streams`, { name: 'st_deep', http: { enabled: true, authentication: false } })).body.result;
+    // The array around the events and the event object are two levels; 128 in all is the limit.
+    const nested = (k: number) => `[{"user_id": 1, "amount": 1, "x": ${'['.repeat(k)}${']'.repeat(k)}}]`;
+    for (const stream of [plain, open]) {
+      expect((await ingest(stream.id, nested(126))).status).toBe(200);
+      const deep = await ingest(stream.id, nested(127));
+      expect(deep.status).toBe(400);
+      expect(deep.body.errors[0].message).toMatch(/nested deeper than 128 levels/);
+      expect((await ingest(stream.id, nested(200_000))).status).toBe(400);
+    }
+  });
+
   it('401 without a token on an authenticated stream, 403 with a token lacking Pipelines Write, 200 with one', async () => {
     expect((await ingest(authed.id, [{ a: 1 }])).status).toBe(401);
     expect((await ingest(authed.id, [{ a: 1 }], { authorization: 'Bearer wrong' })).status).toBe(401);
