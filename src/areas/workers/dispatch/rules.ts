@@ -112,6 +112,17 @@ function compilePattern(file: string, line: number, pattern: string): Pattern {
 const isPattern = (p: string): boolean =>
   p.includes('*') || /:[A-Za-z]/.test(p.replace(/^https:/, ''));
 
+/** The non-blank, non-comment lines of a rules file with their line numbers; over-long lines are refused. */
+function* ruleLines(file: string, text: string): Generator<[number, string]> {
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
+    if (line === '' || line.startsWith('#')) continue;
+    if (line.length > MAX_LINE) throw fail(file, i + 1, `longer than ${MAX_LINE} characters`);
+    yield [i + 1, line];
+  }
+}
+
 export function parseRedirects(text: string): {
   staticRedirects: Map<string, RedirectRule>;
   dynamicRedirects: CompiledRules['dynamicRedirects'];
@@ -120,12 +131,7 @@ export function parseRedirects(text: string): {
   const staticRedirects = new Map<string, RedirectRule>();
   const dynamicRedirects: CompiledRules['dynamicRedirects'] = [];
   const seen = new Set<string>();
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const n = i + 1;
-    const line = lines[i].trim();
-    if (line === '' || line.startsWith('#')) continue;
-    if (line.length > MAX_LINE) throw fail(F, n, `longer than ${MAX_LINE} characters`);
+  for (const [n, line] of ruleLines(F, text)) {
     const tokens = line.replace(/\s+#.*$/, '').split(/\s+/);
     if (tokens.length < 2 || tokens.length > 3)
       throw fail(F, n, `expected <from> <to> [status], got ${tokens.length} fields`);
@@ -164,12 +170,7 @@ export function parseHeaders(text: string): CompiledRules['headers'] {
       throw fail(F, current.line, `no headers follow ${current.rule.path}`);
     out.push({ rule: current.rule, pattern: current.pattern });
   };
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const n = i + 1;
-    const line = lines[i].trim();
-    if (line === '' || line.startsWith('#')) continue;
-    if (line.length > MAX_LINE) throw fail(F, n, `longer than ${MAX_LINE} characters`);
+  for (const [n, line] of ruleLines(F, text)) {
     if (/^(\/|[^\s]+:\/\/)/.test(line)) {
       close();
       if (out.length >= MAX_HEADER_RULES) throw fail(F, n, `more than ${MAX_HEADER_RULES} rules`);
