@@ -13,7 +13,9 @@
  * Revocation and key deletion refuse new requests at once and tear live allocations down within
  * the relay's one-second sweep.
  * Media forwarding (sfu/): apps at `/accounts/{account_id}/calls/apps` (secret returned once);
- * the media host at `/v1/apps/{appId}/…` on the API port (bearer app secret, CORS): sessions,
+ * the media host `/v1/apps/{appId}/…` on the API port (Host `--sfu-host`, default sfu.localhost,
+ * serves only these; other host names have them at the root and under /client/v4), with a bearer
+ * app secret and CORS: sessions,
  * tracks push/pull/close (by `mid` with `force`, or by `trackName`), renegotiate, tracks/update,
  * data channels; werift peer connections, ICE-lite, RTP forwarded without transcoding; simulcast
  * layers by `preferredRid` (sfu/layers.ts); operations wait `--sfu-connect-wait-ms` (5 s) for
