@@ -22,8 +22,9 @@
  * `connected`, silent tracks are collected after `--sfu-track-idle-ms` (30 s).
  * LIMITATIONS: relay — no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not
  * served. Forwarder — VP8 and Opus only; sessions live in this process (not shared between nodes,
- * lost on restart); FIR is passed to publishers as PLI; no TWCC (publishers get a fixed REMB
- * ceiling so browsers send every simulcast layer); simulcast switching understands VP8 only; each
+ * lost on restart); FIR is passed to publishers as PLI; publishers get a REMB from their
+ * subscribers' loss-based estimates (sfu/bandwidth.ts; no TWCC, no delay-based estimate, the
+ * ceiling until subscribers report); simulcast switching understands VP8 only; each
  * session has its own UDP port; WebSocket adapters are not implemented.
  */
 import { isIP } from 'node:net';
