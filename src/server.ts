@@ -73,6 +73,13 @@ export function buildApp(
       log.debug({ ray: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: +(performance.now() - started).toFixed(2) }, 'request');
     }
   });
+  // The media host serves only the media forwarding API (`/v1/apps/{appId}/…`); the same routes
+  // stay reachable on the API port under any other host name, so pages call them same-origin.
+  const mediaHost = config.sfuHost.toLowerCase();
+  app.use(async (c, next) => {
+    if (hostName(c.req.header('host')) !== mediaHost || c.req.path.startsWith('/v1/apps/')) return next();
+    return c.json({ errorCode: 'not_found', errorDescription: `${c.req.path} is not an operation of the media host (its operations are under /v1/apps/{appId}/)` }, 404);
+  });
   app.get('/healthz', (c) => c.json({ status: 'ok', version: VERSION }));
 
   const ctx: AreaContext = { ...ctxBase, router };
@@ -108,6 +115,13 @@ export function buildApp(
     return c.json(failure(apiError('internal', `ray ${id}`).errors), 500);
   });
   return { app, router, planes };
+}
+
+/** The name in a Host header: lower case, without port or trailing dot. */
+function hostName(header: string | undefined): string {
+  const h = (header ?? '').trim().toLowerCase();
+  const name = h.startsWith('[') ? h.slice(0, h.indexOf(']') + 1) : h.replace(/:\d*$/, '');
+  return name.replace(/\.$/, '');
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {

@@ -154,6 +154,8 @@ export interface Config {
   sfuTrackIdleMs: number;
   /** Media forwarding: operations wait this long for a peer connection to be connected, ms (platform: 5 s). */
   sfuConnectWaitMs: number;
+  /** Media forwarding: the media host name; on it the API port serves only `/v1/apps/{appId}/…`. */
+  sfuHost: string;
   /** Edge HTTPS port (TLS with SNI, HTTP/2, client certificates); unset = no HTTPS listener, 0 = any free port. */
   edgeTlsPort?: number;
   /** Pipelines: host suffix of the ingest endpoints `<stream id>.<suffix>` on the API port. */
@@ -251,6 +253,7 @@ export const DEFAULTS: Config = {
   browserAllow: [],
   sfuTrackIdleMs: 30_000,
   sfuConnectWaitMs: 5_000,
+  sfuHost: 'sfu.localhost',
   pipelinesIngestHost: 'pipelines.localhost',
   pipelinesStreamRate: 5_000_000,
   pipelinesTickMs: 250,
@@ -758,6 +761,13 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_SFU_CONNECT_WAIT_MS',
     type: 'int',
     help: 'media forwarding: how long operations wait for a peer connection to connect, ms (default 5000)',
+  },
+  {
+    key: 'sfuHost',
+    flag: 'sfu-host',
+    env: 'OUTPOST_SFU_HOST',
+    type: 'string',
+    help: 'media forwarding host name; on it the API port serves only /v1/apps/... (default sfu.localhost)',
   },
   {
     key: 'edgeTlsPort',

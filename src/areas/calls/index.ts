@@ -13,15 +13,18 @@
  * Revocation and key deletion refuse new requests at once and tear live allocations down within
  * the relay's one-second sweep.
  * Media forwarding (sfu/): apps at `/accounts/{account_id}/calls/apps` (secret returned once);
- * the media host at `/v1/apps/{appId}/…` on the API port (bearer app secret, CORS): sessions,
+ * the media host `/v1/apps/{appId}/…` on the API port (Host `--sfu-host`, default sfu.localhost,
+ * serves only these; other host names have them at the root and under /client/v4), with a bearer
+ * app secret and CORS: sessions,
  * tracks push/pull/close (by `mid` with `force`, or by `trackName`), renegotiate, tracks/update,
  * data channels; werift peer connections, ICE-lite, RTP forwarded without transcoding; simulcast
  * layers by `preferredRid` (sfu/layers.ts); operations wait `--sfu-connect-wait-ms` (5 s) for
  * `connected`, silent tracks are collected after `--sfu-track-idle-ms` (30 s).
  * LIMITATIONS: relay — no RFC 6062 TCP relaying and IPv4 relays only (as the platform); DTLS is not
  * served. Forwarder — VP8 and Opus only; sessions live in this process (not shared between nodes,
- * lost on restart); FIR is passed to publishers as PLI; no TWCC (publishers get a fixed REMB
- * ceiling so browsers send every simulcast layer); simulcast switching understands VP8 only; each
+ * lost on restart); FIR is passed to publishers as PLI; publishers get a REMB from their
+ * subscribers' loss-based estimates (sfu/bandwidth.ts; no TWCC, no delay-based estimate, the
+ * ceiling until subscribers report); simulcast switching understands VP8 only; each
  * session has its own UDP port; WebSocket adapters are not implemented.
  */
 import { isIP } from 'node:net';

@@ -3,6 +3,7 @@
  * are not JSON or not SDP, unknown sessions and tracks, the per-session rate limit, data channels
  * before a transport exists, and deleting an app closing its sessions.
  */
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { createApp, sfuCall, type SfuApp } from './sfu-support.ts';
@@ -115,5 +116,69 @@ describe('media host: bad input', () => {
     // An offer werift cannot apply (no ICE or DTLS attributes) is refused, not a 500.
     const bad = await sfuCall(t, app, 'POST', '/sessions/new', { sessionDescription: { type: 'offer', sdp: 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n' } });
     expect(bad.status).toBe(400);
+  });
+});
+
+/** One request to the API port with a chosen Host header (fetch keeps the URL's own host). */
+function hostRequest(host: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; body: any }> {
+  const u = new URL(t.url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path, method, headers: { host, ...(body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}), ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (d: Buffer) => chunks.push(d));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('media host matched by Host', () => {
+  it('serves /v1/apps/{appId}/… on the media host and nothing else there; the path alias stays on the API host', async () => {
+    const auth = { authorization: `Bearer ${app.secret}` };
+    const created = await hostRequest(`sfu.localhost:${new URL(t.url).port}`, 'POST', `/v1/apps/${app.uid}/sessions/new`, auth);
+    expect(created.status).toBe(201);
+    expect(created.body.sessionId).toMatch(/^[0-9a-f]{32}$/);
+    const got = await hostRequest('SFU.localhost', 'GET', `/v1/apps/${app.uid}/sessions/${created.body.sessionId}`, auth);
+    expect(got.status).toBe(200);
+    // The management API (with valid API credentials) and the prefixed alias are not served on it.
+    const mgmt = await hostRequest('sfu.localhost', 'GET', `/accounts/${t.accountId}/calls/apps`, { authorization: `Bearer ${t.token}` });
+    expect(mgmt.status).toBe(404);
+    expect(mgmt.body.errorCode).toBe('not_found');
+    const prefixed = await hostRequest('sfu.localhost', 'POST', `/client/v4/v1/apps/${app.uid}/sessions/new`, auth);
+    expect(prefixed.status).toBe(404);
+    const health = await hostRequest('sfu.localhost', 'GET', '/healthz');
+    expect(health.status).toBe(404);
+    // Another host name: the management API and both path forms of the media API answer.
+    const api = await hostRequest('127.0.0.1', 'GET', `/accounts/${t.accountId}/calls/apps`, { authorization: `Bearer ${t.token}` });
+    expect(api.status).toBe(200);
+    expect((await hostRequest('api.localhost', 'POST', `/v1/apps/${app.uid}/sessions/new`, auth)).status).toBe(201);
+    expect((await hostRequest('api.localhost', 'POST', `/client/v4/v1/apps/${app.uid}/sessions/new`, auth)).status).toBe(201);
+  });
+
+  it('the media host name is configurable (--sfu-host)', async () => {
+    const other = await startTestServer({ sfuHost: 'media.example.localhost' });
+    try {
+      const a = await createApp(other);
+      const u = new URL(other.url);
+      const req = (host: string, path: string) =>
+        new Promise<number>((resolve, reject) => {
+          const r = http.request({ host: u.hostname, port: u.port, path, method: 'POST', headers: { host, authorization: `Bearer ${a.secret}` } }, (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          });
+          r.on('error', reject);
+          r.end();
+        });
+      expect(await req('media.example.localhost', `/v1/apps/${a.uid}/sessions/new`)).toBe(201);
+      expect(await req('media.example.localhost', `/accounts/${other.accountId}/calls/apps`)).toBe(404);
+      // The default name is an ordinary host name on this server.
+      expect(await req('sfu.localhost', `/accounts/${other.accountId}/calls/apps`)).not.toBe(404);
+    } finally {
+      await other.stop();
+    }
   });
 });

@@ -5,7 +5,7 @@
  * timestamps for its own SRTP context and keeps a history for NACK retransmission. PLI and FIR
  * from subscribers become PLIs to the publisher (per simulcast layer). Simulcast: each subscriber
  * gets one layer, chosen and switched at keyframes as layers.ts describes. Video publishers get a
- * REMB ceiling so browsers turn on every layer. Data channels are one-way fan-outs: a publisher's
+ * REMB from their subscribers' receiver reports (bandwidth.ts). Data channels are one-way fan-outs: a publisher's
  * `local` channel feeds every `remote` channel pulled from it.
  */
 import { randomUUID } from 'node:crypto';
@@ -14,7 +14,10 @@ import {
   RTCPeerConnection,
   RTCRtpCodecParameters,
   RtcpPayloadSpecificFeedback,
+  RtcpRrPacket,
+  RtcpSrPacket,
   RtpPacket,
+  type RTCDtlsTransport,
   useAbsSendTime,
   ReceiverEstimatedMaxBitrate,
   useNACK,
@@ -29,6 +32,7 @@ import {
   type RtcpPacket,
 } from 'werift';
 import { hexId } from '../../../core/ids.ts';
+import { LossEstimator, publisherBudget } from './bandwidth.ts';
 import { chooseLayer, OutputStream, vp8Fields, type LayerPrefs } from './layers.ts';
 
 /** FMT of a Full Intra Request in a payload-specific feedback packet (RFC 5104). */
@@ -86,6 +90,8 @@ interface Published {
   /** Simulcast layers: the SSRC of each rid (werift's per-rid tracks do not carry it). */
   layerSsrc: Map<string, number>;
   lastRembAt: number;
+  /** The bit rate last told to the publisher (REMB). */
+  lastRembBps: number;
 }
 
 interface Pulled {
@@ -101,6 +107,8 @@ interface Pulled {
   prefs: LayerPrefs;
   /** This subscriber's numbering across layer switches. */
   out: OutputStream;
+  /** Loss-based bandwidth estimate from this subscriber's receiver reports. */
+  bwe: LossEstimator;
 }
 
 interface Channel {
@@ -158,12 +166,11 @@ const headerExtensions = {
   video: [useSdesMid(), useSdesRTPStreamId(), useRepairedRtpStreamId(), useAbsSendTime()],
 };
 /**
- * The bandwidth a video publisher is told it may use (REMB, once a second). A browser starts near
- * 300 kbit/s and, without feedback, keeps its higher simulcast layers off; a REMB in its first
- * seconds lets it start all layers at once. This is a ceiling, not a measurement (as Janus does
- * with its room bitrate): the browser still backs off on loss its receiver reports show.
+ * Video publishers are told the bandwidth they may use (REMB) once a second, and at once when it
+ * drops: the ceiling until subscribers report, then what their receiver reports allow
+ * (bandwidth.ts). A browser starts near 300 kbit/s and, without feedback, keeps its higher
+ * simulcast layers off; the ceiling in its first seconds lets it start all layers at once.
  */
-const PUBLISHER_REMB_BPS = 5_000_000;
 const REMB_INTERVAL_MS = 1_000;
 
 /** A description must look like SDP before werift sees it. */
@@ -259,6 +266,7 @@ export class Forwarder {
           }
         : {}),
     });
+    const watched = new WeakSet<RTCDtlsTransport>();
     pc.onTrack.subscribe((track) => {
       const t = pc.getTransceivers().find((x) => x.receiver.tracks.includes(track));
       const pub = t && [...s.published.values()].find((p) => p.transceiver === t && p.status === 'active');
@@ -266,7 +274,14 @@ export class Forwarder {
     });
     pc.connectionStateChange.subscribe((state) => {
       this.opts.log('debug', 'sfu peer connection state', { session: s.id, state });
-      if (state === 'connected') for (const p of s.pulled.values()) if (p.source) this.requestKeyframe(p.source);
+      if (state === 'connected') {
+        for (const transport of pc.dtlsTransports) {
+          if (watched.has(transport)) continue;
+          watched.add(transport);
+          this.watchRtcp(s, transport);
+        }
+        for (const p of s.pulled.values()) if (p.source) this.requestKeyframe(p.source);
+      }
     });
     pc.onDataChannel.subscribe(() => undefined);
     s.pc = pc;
@@ -425,6 +440,7 @@ export class Forwarder {
       layerSeen: new Map(),
       layerSsrc: new Map(),
       lastRembAt: 0,
+      lastRembBps: 0,
     };
     s.published.set(item.trackName, pub);
     this.attach(pub);
@@ -472,6 +488,7 @@ export class Forwarder {
       status: 'active',
       prefs: layerPrefs(item.simulcast),
       out: new OutputStream(source.kind === 'audio' ? 48_000 : 90_000),
+      bwe: new LossEstimator(Date.now()),
     };
     this.link(pulled, source);
     if (t.mid) s.pulled.set(t.mid, pulled);
@@ -485,11 +502,6 @@ export class Forwarder {
     pulled.source = source;
     const sender = pulled.transceiver.sender;
     sender.onPictureLossIndication.subscribe(() => pulled.source && this.requestKeyframe(pulled.source, pulled.current));
-    sender.onRtcp.subscribe((pkt: RtcpPacket) => {
-      if (pkt.type === RtcpPayloadSpecificFeedback.type && (pkt as RtcpPayloadSpecificFeedback).feedback?.count === FIR_FMT && pulled.source) {
-        this.requestKeyframe(pulled.source, pulled.current);
-      }
-    });
     this.requestKeyframe(source, chooseLayer(source.layerSeen, pulled.prefs, Date.now()));
   }
 
@@ -520,7 +532,8 @@ export class Forwarder {
     }
     if (pub.kind === 'video' && now - pub.lastRembAt >= REMB_INTERVAL_MS) {
       pub.lastRembAt = now;
-      this.sendRemb(pub, rtp.header.ssrc);
+      pub.lastRembBps = this.budget(pub);
+      this.sendRemb(pub, rtp.header.ssrc, pub.lastRembBps);
     }
     if (pub.status !== 'active' || pub.paused || pub.subscribers.size === 0) return;
     // Extension ids are per peer connection: the subscriber's sender writes its own (mid,
@@ -548,6 +561,7 @@ export class Forwarder {
       }
       const pkt = RtpPacket.deSerialize(buf);
       sub.out.rewrite(pkt, vp8, now);
+      sub.bwe.sent(buf.length);
       sub.transceiver.sender.sendRtp(pkt).catch(() => undefined);
     }
   }
@@ -576,18 +590,51 @@ export class Forwarder {
     return s.published.get(trackName)?.paused === true;
   }
 
-  private sendRemb(pub: Published, ssrc: number): void {
+  /** What a video publisher may send, from its active subscribers' estimates. */
+  private budget(pub: Published): number {
+    const active = [...pub.subscribers].filter((p) => p.status === 'active').map((p) => p.bwe);
+    return publisherBudget(active, pub.layerSsrc.size > 1);
+  }
+
+  /**
+   * RTCP a session's peer sends, read at the transport: receiver reports (also those inside
+   * sender reports, which werift hands to no sender) feed the estimate of the pulled track they
+   * describe; a FIR names its stream in its body, not in the header werift routes by, so it is
+   * matched here and becomes a keyframe request (a PLI) to the publisher.
+   */
+  private watchRtcp(s: Session, transport: RTCDtlsTransport): void {
+    const pulledBySsrc = (ssrc: number) => [...s.pulled.values()].find((p) => p.transceiver.sender.ssrc === ssrc && p.status === 'active');
+    transport.onRtcp.subscribe((pkt: RtcpPacket) => {
+      if (pkt.type === RtcpRrPacket.type || pkt.type === RtcpSrPacket.type) {
+        for (const report of (pkt as RtcpRrPacket).reports) {
+          const pulled = pulledBySsrc(report.ssrc);
+          if (!pulled?.source || pulled.source.kind !== 'video') continue;
+          pulled.bwe.report(report.fractionLost, Date.now());
+          const pub = pulled.source;
+          // A lower figure is passed on with the next packet instead of within the second.
+          if (this.budget(pub) < pub.lastRembBps) pub.lastRembAt = 0;
+        }
+      } else if (pkt.type === RtcpPayloadSpecificFeedback.type && (pkt as RtcpPayloadSpecificFeedback).feedback?.count === FIR_FMT) {
+        for (const entry of ((pkt as RtcpPayloadSpecificFeedback).feedback as unknown as { fir?: { ssrc: number }[] }).fir ?? []) {
+          const pulled = pulledBySsrc(entry.ssrc);
+          if (pulled?.source) this.requestKeyframe(pulled.source, pulled.current);
+        }
+      }
+    });
+  }
+
+  private sendRemb(pub: Published, ssrc: number, bps: number): void {
     const receiver = pub.transceiver.receiver;
     const ssrcs = new Set<number>([ssrc, ...pub.layerSsrc.values()]);
     let exp = 0;
-    while (PUBLISHER_REMB_BPS / 2 ** exp >= 2 ** 18) exp++;
+    while (bps / 2 ** exp >= 2 ** 18) exp++;
     const feedback = new ReceiverEstimatedMaxBitrate({
       senderSsrc: receiver.rtcpSsrc,
       mediaSsrc: 0,
       ssrcNum: ssrcs.size,
       ssrcFeedbacks: [...ssrcs],
       brExp: exp,
-      brMantissa: Math.floor(PUBLISHER_REMB_BPS / 2 ** exp),
+      brMantissa: Math.floor(bps / 2 ** exp),
     });
     receiver.dtlsTransport.sendRtcp([new RtcpPayloadSpecificFeedback({ feedback })]).catch(() => undefined);
   }

@@ -1,5 +1,6 @@
 /**
- * The media forwarding host, `/v1/apps/{appId}/…` on the API port: bearer app secret, CORS with
+ * The media forwarding host, `/v1/apps/{appId}/…` on the API port (the Host `--sfu-host` serves
+ * only these, see server.ts): bearer app secret, CORS with
  * preflight, the platform's `{errorCode, errorDescription}` bodies, 50 calls/s per session.
  * Behaviour lives in engine.ts; these handlers parse, authenticate and shape answers.
  */
