@@ -29,10 +29,13 @@
  * extractive summaries (or an operator's OpenAI-compatible endpoint), daywise analytics, composite
  * and track recordings, independent livestreams and a meeting's own livestream (its composite
  * view as HLS: `POST /meetings/{id}/livestreams`, `active-livestream`, `active-livestream/stop`;
- * `GET /livestreams/{id}` answers `{livestream, session}`). When a session starts (first join),
- * `record_on_start` starts a composite recording and `live_stream_on_start` the meeting's
- * livestream; both stop by themselves once nobody but their hidden participant is left (the
- * recording after 15 s, `ALL_PEERS_LEFT`; the livestream after the meeting's keep-alive time, IDLE).
+ * each stretch on air a livestream session of its own: `GET /livestreams/{id}` pages them,
+ * `active-livestream-session`, `livestreams/sessions/{id}`, `analytics/livestreams/daywise`). When
+ * a session starts (first join), `record_on_start` starts a composite recording and
+ * `live_stream_on_start` the meeting's livestream; both stop by themselves once nobody but their
+ * hidden participant is left (the recording after 15 s, `ALL_PEERS_LEFT`; the livestream after the
+ * meeting's keep-alive time, IDLE). The hidden participant does not count for the session: it
+ * ends on the keep-alive after the last real participant leaves, whatever still records.
  * LIMITATIONS: live rooms (peers, chat, polls, plugin state) live in the process that holds the
  * sockets — several nodes do not share a meeting, and a starting process ends every session still
  * LIVE in storage (right for one node restarting, wrong for a fleet; such a session sends no

@@ -5,7 +5,10 @@
  * participant and meeting still exist and the meeting is ACTIVE). A session starts with the first
  * admitted peer and ends when the last one has left and `session_keep_alive_time_in_secs` has
  * passed, or at once when the meeting is made INACTIVE. Room events that touch storage run one at
- * a time per room, so a join racing a leave cannot start two sessions.
+ * a time per room, so a join racing a leave cannot start two sessions. A hidden participant (a
+ * preset with `hidden_participant`, and the recorder's page of a recording or meeting livestream)
+ * joins unseen: it neither starts nor keeps a session, is not counted in it nor stored as one of
+ * its participants, and no peer is told it came, changed or went.
  *
  * Messages are JSON. A client request carries `id` and is answered `{t: 'reply', id, ok, data |
  * error}`; everything else the server sends is an event (`peerJoined`, `peerLeft`, `peerUpdate`,
@@ -19,7 +22,7 @@ import { apiError } from '../../core/errors.ts';
 import { uuid } from '../../core/ids.ts';
 import { Forwarder, SfuError, checkSdp, type Session as SfuSession, type TrackItem } from '../calls/sfu/index.ts';
 import { verifyToken, type SigningKey } from './keys.ts';
-import type { Permissions } from './presets.ts';
+import { RECORDER_PRESET, type Permissions } from './presets.ts';
 import { apps, meetings, participants, presets, sessionPeers, sessions, type Meeting, type Participant, type SessionRecord } from './store.ts';
 import type { Deliveries } from './webhooks.ts';
 import { chatLink, originOf } from './chat-sync.ts';
@@ -49,6 +52,19 @@ export interface PeerInfo {
   /** Forwarder tracks of this peer, for subscribers: `{sessionId, trackName}` per kind. */
   tracks: Record<string, { sessionId: string; trackName: string }>;
   isHost: boolean;
+}
+
+/**
+ * A hidden participant: its preset says `hidden_participant`, or it is the recorder's page (the
+ * recorder preset, also when stored before the preset carried the flag).
+ */
+function hidden(p: Peer): boolean {
+  return p.permissions.hidden_participant === true || p.info.presetName === RECORDER_PRESET;
+}
+
+/** The peers that are in the meeting and seen: joined and not hidden. */
+function present(room: Room): Peer[] {
+  return [...room.peers.values()].filter((p) => p.state === 'joined' && !hidden(p));
 }
 
 interface Peer {
@@ -371,6 +387,7 @@ export class Live {
   private async enter(room: Room, peer: Peer): Promise<unknown> {
     const meeting = await meetings.get(this.db, room.appId, room.meetingId);
     if (!meeting || meeting.body.status !== 'ACTIVE') throw new ClientError('meeting_inactive', 'the meeting is not active');
+    if (hidden(peer)) return this.enterHidden(room, peer, meeting.body);
     if (room.endTimer) {
       clearTimeout(room.endTimer);
       room.endTimer = undefined;
@@ -381,7 +398,7 @@ export class Live {
     peer.joinedAt = at.toISOString();
     room.admitted.add(peer.info.userId);
     const session = room.session!;
-    const joined = [...room.peers.values()].filter((p) => p.state === 'joined');
+    const joined = present(room);
     session.live_participants = joined.length;
     session.max_concurrent_participants = Math.max(session.max_concurrent_participants, joined.length);
     await this.saveSession(room);
@@ -422,6 +439,28 @@ export class Live {
     return state;
   }
 
+  /**
+   * A hidden participant (the recorder's page) joins without being seen: it neither starts nor
+   * keeps the session, is not counted nor listed, and no one is told it came or went.
+   */
+  private enterHidden(room: Room, peer: Peer, meeting: Meeting): unknown {
+    peer.state = 'joined';
+    peer.joinedAt = this.now().toISOString();
+    const session = room.session?.status === 'LIVE' ? room.session : undefined;
+    const state = {
+      state: 'joined',
+      self: peer.info,
+      peers: present(room).map((p) => p.info),
+      waitlisted: [],
+      meta: { meetingId: room.meetingId, meetingTitle: meeting.title ?? '', meetingStartedTimestamp: session?.started_at ?? null, sessionId: session?.id ?? null },
+      chat: room.chat,
+      polls: room.polls.map((p) => this.pollView(p)),
+      plugins: [...room.plugins.entries()].map(([id, s]) => ({ id, active: s.active, events: s.events })),
+    };
+    this.send(peer, { t: 'joined', ...state });
+    return state;
+  }
+
   private async decide(room: Room, peerId: string, accept: boolean): Promise<unknown> {
     const target = room.peers.get(peerId);
     if (!target || target.state !== 'waitlisted') throw new ClientError('not_found', `no waitlisted peer ${peerId}`);
@@ -448,14 +487,14 @@ export class Live {
     for (const s of peer.sfu.values()) await this.opts.forwarder.closeSession(s).catch(() => undefined);
     peer.sfu.clear();
     if (wasWaiting) this.broadcast(room, { t: 'waitlistUpdate', removed: peer.info.id }, undefined, (p) => p.state === 'joined' && p.permissions.accept_waiting_requests === true);
-    if (!wasJoined || !room.session) {
+    if (!wasJoined || !room.session || hidden(peer)) {
       this.dropIfEmpty(room);
       return;
     }
     this.broadcast(room, { t: 'peerLeft', peerId: peer.info.id, reason });
     const at = this.now();
     const session = room.session;
-    const joined = [...room.peers.values()].filter((p) => p.state === 'joined');
+    const joined = present(room);
     session.live_participants = joined.length;
     await this.saveSession(room);
     const doc = await sessionPeers.get(this.db, session.id, peer.info.id);
@@ -524,7 +563,7 @@ export class Live {
     room.endTimer = undefined;
     const s = room.session;
     if (!s || s.status !== 'LIVE') return;
-    if (reason === 'ALL_PARTICIPANTS_LEFT' && [...room.peers.values()].some((p) => p.state === 'joined')) return;
+    if (reason === 'ALL_PARTICIPANTS_LEFT' && present(room).length > 0) return;
     const at = this.now();
     s.status = 'ENDED';
     s.ended_at = at.toISOString();
@@ -615,7 +654,7 @@ export class Live {
         }
         // A peer a host muted stays muted when it publishes again.
         if (peer.audioHeld) this.holdAudio(peer, true);
-        this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
+        if (!hidden(peer)) this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
         return r;
       }
       case 'subscribe': {
@@ -640,7 +679,7 @@ export class Live {
         peer.sfu.delete(s.id);
         for (const [kind, t] of Object.entries(peer.info.tracks)) if (t.sessionId === s.id) delete peer.info.tracks[kind];
         await fwd.closeSession(s);
-        this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
+        if (!hidden(peer)) this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
         return { closed: s.id };
       }
       default:
@@ -669,7 +708,7 @@ export class Live {
       peer.audioHeld = false;
       this.holdAudio(peer, false);
     }
-    this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
+    if (!hidden(peer)) this.broadcast(room, { t: 'peerUpdate', peer: peer.info }, peer);
     return peer.info;
   }
 
@@ -815,7 +854,7 @@ export class Live {
       p.audioHeld = true;
       this.holdAudio(p, true);
       this.send(p, { t: 'muted', allowUnmute });
-      this.broadcast(room, { t: 'peerUpdate', peer: p.info }, p);
+      if (!hidden(p)) this.broadcast(room, { t: 'peerUpdate', peer: p.info }, p);
     }
     return targets.map((p) => this.kickedView(p));
   }
@@ -835,7 +874,7 @@ export class Live {
       if (peer.info.userId !== p.id) continue;
       peer.participant = p;
       if (p.name) peer.info.name = p.name;
-      if (peer.state === 'joined') this.broadcast(room, { t: 'peerUpdate', peer: peer.info });
+      if (peer.state === 'joined' && !hidden(peer)) this.broadcast(room, { t: 'peerUpdate', peer: peer.info });
     }
   }
 

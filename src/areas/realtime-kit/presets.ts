@@ -9,6 +9,9 @@ import { z } from 'zod';
 
 const Produce = z.enum(['ALLOWED', 'NOT_ALLOWED', 'CAN_REQUEST']);
 
+/** The preset of the recorder's page in a meeting (recordings, meeting livestreams): a hidden participant. */
+export const RECORDER_PRESET = 'outpost_recorder';
+
 export const PermissionsSchema = z
   .object({
     accept_waiting_requests: z.boolean().optional(),

@@ -179,6 +179,9 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
       id = active.id;
       expect(active).toMatchObject({ meeting_id: auto, name: 'On air' });
       await until(async () => (await get(id)).status === 'LIVE', 40_000, 'LIVE');
+      // The livestream's page is a hidden participant: not counted, not announced.
+      expect((await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).body.data).toMatchObject({ live_participants: 1, max_concurrent_participants: 1 });
+      expect(client.events.filter((e) => e.t === 'peerJoined')).toEqual([]);
     } finally {
       client.ws.close();
     }

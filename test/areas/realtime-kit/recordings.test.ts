@@ -182,14 +182,23 @@ describe.skipIf(sqlitePassOnly('recordings drive browsers and ffmpeg, not storag
       expect(rec).toMatchObject({ meeting_id: auto, type: 'composite', start_reason: { reason: 'RECORD_ON_START' } });
       id = rec.id;
       await waitFor(id, 'RECORDING');
+      // The recorder's page is a hidden participant: not counted, not listed, not announced.
+      const live = (await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).body.data;
+      expect(live).toMatchObject({ live_participants: 1, max_concurrent_participants: 1 });
+      const listed = (await t.call('GET', `${f.base}/sessions/${live.id}/participants`)).body.data;
+      expect(JSON.stringify(listed)).not.toContain('outpost-recorder');
+      expect(client.events.filter((e) => e.t === 'peerJoined')).toEqual([]);
     } finally {
       client.ws.close();
     }
-    // Nobody but the recorder is left: after 15 s it stops and uploads what it has; the session then ends.
+    // The last real participant left: the session ends on the keep-alive (capped at 0 here) while
+    // the recorder is still in the meeting, recording.
+    await until(async () => (await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).status === 404, 5_000, 'the session ended');
+    expect((await get(id)).status).toBe('RECORDING');
+    // Nobody but the recorder is left: after 15 s it stops and uploads what it has.
     const done = await waitFor(id, 'UPLOADED', 40_000);
     expect(done.stop_reason).toEqual({ reason: 'ALL_PEERS_LEFT' });
     expect(done.recording_duration).toBeGreaterThan(10);
-    await until(async () => (await t.call('GET', `${f.base}/meetings/${auto}/active-session`)).status === 404, 10_000, 'the session ended');
   }, 90_000);
 
   it('refuses bad input with the envelope error', async () => {

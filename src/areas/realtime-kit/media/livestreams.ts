@@ -14,16 +14,18 @@
  * itself when the meeting's session ends: once nobody but its page has been in the meeting for the
  * meeting's keep-alive time. A meeting with `live_stream_on_start` starts one when its session
  * starts (index.ts, through the room's `sessionStarted` hook, as `record_on_start`).
- * `GET /livestreams/{id}` answers `{livestream, session, paging}`: the latest session is one stretch
- * on air (independent: LIVE until the publisher stops; a meeting's: from INVOKED until it ends)
- * with its times, ingest and viewer seconds and error.
+ * A session is one stretch on air (independent: LIVE until the publisher stops; a meeting's: from
+ * INVOKED until it ends) with its times, ingest and viewer seconds and error; each is kept as a
+ * record of its own. `GET /livestreams/{id}` answers `{livestream, session, paging}` with one
+ * session per page, newest first; `GET /livestreams/{id}/active-livestream-session` the one on air
+ * (404 when none); `GET /livestreams/sessions/{id}` one by id; `GET /analytics/livestreams/daywise`
+ * counts them per UTC day (the day each went on air), for `start_time`/`end_time` (Unix seconds)
+ * or `start_date`/`end_date` (YYYY-MM-DD, as `/analytics/daywise`), the last 30 days by default.
  * LIMITATIONS: `ingest_server` is plain `rtmp://` on this host (no RTMPS); each livestream has its
  * own port (kept across restarts when it is still free); viewer seconds are counted from playlist
- * requests (one per viewer poll), not from player sessions; only the latest session of a
- * livestream is kept (no `…/livestreams/sessions/{id}` nor `active-livestream-session`); a
- * meeting's livestream lives in the process that started it (a restart sets it IDLE), its ingest
- * port is open only while it streams, and its hidden participant keeps the meeting's session LIVE
- * until it stops.
+ * requests (one per viewer poll), not from player sessions; the analytics `filters` parameter is
+ * not supported; a meeting's livestream lives in the process that started it (a restart sets it
+ * IDLE) and its ingest port is open only while it streams.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,7 +39,8 @@ import { uuid } from '../../../core/ids.ts';
 import type { Logger } from '../../../core/log.ts';
 import { raw } from '../../../core/router.ts';
 import { defineCollection } from '../../../core/storage/collection.ts';
-import { qInt } from '../../../core/validate.ts';
+import { qInt, qString } from '../../../core/validate.ts';
+import { MAX_DAYS, parseDay } from './analytics.ts';
 import { PageQuery, pageOf, paged, route } from '../http.ts';
 import { apps, meetings, type Meeting } from '../store.ts';
 import type { Deliveries } from '../webhooks.ts';
@@ -86,11 +89,21 @@ export const livestreams = defineCollection<Livestream, 'meeting' | 'status'>({
   indexes: { meeting: (l) => l.meeting_id ?? '', status: (l) => l.status },
 });
 
+/** Every session of every livestream, kept after the next one starts (scope: the app). */
+export interface LivestreamSessionRecord extends LivestreamSession {
+  livestream_id: string;
+}
+export const livestreamSessions = defineCollection<LivestreamSessionRecord, 'livestream'>({
+  kind: 'rtk_livestream_session',
+  indexes: { livestream: (s) => s.livestream_id },
+});
+
 const CreateBody = z.object({ name: z.string().max(255).nullable().optional() });
 const ListQuery = z.object({ ...PageQuery, exclude_meetings: z.enum(['true', 'false']).optional(), status: z.enum(['IDLE', 'LIVE', 'ERRORED', 'INVOKED']).optional() });
 const VideoConfig = z.object({ width: z.number().int().min(160).max(1920).optional(), height: z.number().int().min(120).max(1080).optional() }).passthrough();
 const MeetingBody = z.object({ name: z.string().max(255).nullable().optional(), video_config: VideoConfig.optional() });
 const AnalyticsQuery = z.object({ start_time: qInt(z.number().int().min(0)).optional(), end_time: qInt(z.number().int().min(0)).optional() });
+const DaywiseQuery = AnalyticsQuery.extend({ start_date: qString(z.string().max(10)).optional(), end_date: qString(z.string().max(10)).optional() });
 
 export interface LivestreamDeps {
   ctx: AreaContext;
@@ -145,6 +158,8 @@ export class Livestreams {
   private readonly endedWaiters = new Map<string, () => void>();
   /** Meetings whose livestream is being created (one at a time per meeting). */
   private readonly starting = new Set<string>();
+  /** Copies of each livestream's latest session to its record, one at a time per livestream. */
+  private readonly syncs = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: LivestreamDeps) {}
 
@@ -176,14 +191,12 @@ export class Livestreams {
     };
   }
 
-  /** The latest session as the API shows it (`GET /livestreams/{id}`), null before the first. */
-  sessionView(l: Livestream): Record<string, unknown> | null {
-    const s = l.session;
-    if (!s) return null;
-    const running = !s.stopped_time && l.live_since ? (this.deps.ctx.clock.now().getTime() - Date.parse(l.live_since)) / 1000 : 0;
+  /** A session as the API shows it; an open one counts its running ingest up to now. */
+  sessionView(s: LivestreamSessionRecord): Record<string, unknown> {
+    const running = !s.stopped_time && s.started_time ? Math.max(0, (this.deps.ctx.clock.now().getTime() - Date.parse(s.started_time)) / 1000) : 0;
     return {
       id: s.id,
-      livestream_id: l.id,
+      livestream_id: s.livestream_id,
       invoked_time: s.invoked_time,
       started_time: s.started_time,
       stopped_time: s.stopped_time,
@@ -193,6 +206,43 @@ export class Livestreams {
       created_at: s.created_at,
       updated_at: s.updated_at,
     };
+  }
+
+  /**
+   * Writes the livestream's latest session (kept on the livestream while it changes) to its own
+   * record. Runs one at a time per livestream and reads the livestream afresh, so the last copy
+   * written is the newest state.
+   */
+  private syncSession(appId: string, id: string): Promise<void> {
+    const run = async () => {
+      const l = (await livestreams.get(this.db, appId, id))?.body;
+      if (!l?.session) return;
+      const body: LivestreamSessionRecord = { ...l.session, livestream_id: id };
+      const at = this.deps.ctx.clock.now();
+      for (let attempt = 0; attempt < 4; attempt++) {
+        const doc = await livestreamSessions.get(this.db, appId, body.id);
+        try {
+          if (doc) await livestreamSessions.update(this.db, doc, body, at);
+          else await livestreamSessions.insert(this.db, appId, body.id, body, at);
+          return;
+        } catch {
+          continue;
+        }
+      }
+    };
+    const next = (this.syncs.get(id) ?? Promise.resolve()).then(run).catch((err: unknown) => this.deps.log.warn({ livestream: id, err: (err as Error).message }, 'livestream session not saved'));
+    this.syncs.set(id, next);
+    void next.then(() => {
+      if (this.syncs.get(id) === next) this.syncs.delete(id);
+    });
+    return next;
+  }
+
+  /** The livestream's open session (INVOKED or LIVE, not stopped), if any. */
+  async activeSession(appId: string, id: string): Promise<LivestreamSessionRecord | undefined> {
+    const l = (await livestreams.get(this.db, appId, id))?.body;
+    if (!l?.session || l.session.stopped_time) return undefined;
+    return (await livestreamSessions.get(this.db, appId, l.session.id))?.body ?? { ...l.session, livestream_id: id };
   }
 
   async create(appId: string, name: string | null): Promise<Livestream> {
@@ -261,6 +311,7 @@ export class Livestreams {
       } catch {
         continue;
       }
+      if (next.session) await this.syncSession(appId, id);
       if (prev.status !== status) {
         const v = this.view(next);
         const m = next.meeting_id ? (await meetings.get(this.db, appId, next.meeting_id))?.body : undefined;
@@ -299,6 +350,7 @@ export class Livestreams {
         await this.release(id);
         throw err;
       }
+      await this.syncSession(meeting.app_id, id);
       void this.publish(l, meeting, job, opts).catch(async (err: unknown) => {
         const message = (err as Error)?.message ?? String(err);
         this.deps.log.warn({ livestream: id, err: message }, 'meeting livestream failed');
@@ -416,6 +468,8 @@ export class Livestreams {
     for (const doc of await livestreams.all(this.db, null)) {
       const l = doc.body;
       if (l.status === 'LIVE' || l.status === 'INVOKED') await this.status(l.app_id, l.id, 'IDLE');
+      // A livestream stored before sessions had records of their own: its latest one gets one.
+      else if (l.session && !(await livestreamSessions.get(this.db, l.app_id, l.session.id))) await this.syncSession(l.app_id, l.id);
       // A meeting's livestream has an ingest only while this process publishes it.
       if (l.meeting_id) continue;
       await this.open(l).catch((err: unknown) => {
@@ -447,9 +501,49 @@ export class Livestreams {
       // Each playlist poll stands for one viewer watching one target duration.
       const b = doc.body;
       const session = b.session && !b.session.stopped_time ? { ...b.session, viewer_seconds: b.session.viewer_seconds + HLS_SEGMENT_SECS } : b.session;
-      await livestreams.update(this.db, doc, { ...b, viewer_seconds: b.viewer_seconds + HLS_SEGMENT_SECS, ...(session ? { session } : {}) }, this.deps.ctx.clock.now()).catch(() => undefined);
+      const saved = await livestreams.update(this.db, doc, { ...b, viewer_seconds: b.viewer_seconds + HLS_SEGMENT_SECS, ...(session ? { session } : {}) }, this.deps.ctx.clock.now()).catch(() => undefined);
+      if (saved && session && !session.stopped_time) void this.syncSession(b.app_id, id);
     }
     return raw(new Response(body, { headers: { 'content-type': file.endsWith('.m3u8') ? 'application/vnd.apple.mpegurl' : 'video/mp2t', 'cache-control': file.endsWith('.m3u8') ? 'no-cache' : 'max-age=60' } }));
+  }
+
+  /**
+   * The UTC days a daywise request covers: `start_date`/`end_date` (YYYY-MM-DD, as
+   * `/analytics/daywise`) or `start_time`/`end_time` (Unix seconds); by default the last 30 days.
+   */
+  private dayRange(q: z.infer<typeof DaywiseQuery>): { start: number; end: number } {
+    const day = (ms: number) => Math.floor(ms / 86_400_000) * 86_400_000;
+    let start: number | undefined;
+    let end: number | undefined;
+    if (q.start_date !== undefined) {
+      start = parseDay(q.start_date);
+      if (start === undefined) throw apiError('rtk_invalid', 'start_date must be a date as YYYY-MM-DD');
+    } else if (q.start_time !== undefined) start = day(q.start_time * 1000);
+    if (q.end_date !== undefined) {
+      end = parseDay(q.end_date);
+      if (end === undefined) throw apiError('rtk_invalid', 'end_date must be a date as YYYY-MM-DD');
+    } else if (q.end_time !== undefined) end = day(q.end_time * 1000);
+    if (q.start_time !== undefined && q.end_time !== undefined && q.start_time > q.end_time) throw apiError('rtk_invalid', 'start_time must not be after end_time');
+    end ??= day(this.deps.ctx.clock.now().getTime());
+    start ??= end - 29 * 86_400_000;
+    if (end < start) throw apiError('rtk_invalid', 'the end of the range is before its start');
+    if ((end - start) / 86_400_000 + 1 > MAX_DAYS) throw apiError('rtk_invalid', `at most ${MAX_DAYS} days per request`);
+    return { start, end };
+  }
+
+  /** Sessions per UTC day (the day each went on air, or was invoked if it never did), both ends inclusive. */
+  private async daywise(appId: string, startMs: number, endMs: number): Promise<Record<string, unknown>[]> {
+    const days = new Map<string, { count: number; ingest: number; viewer: number }>();
+    for (let t = startMs; t <= endMs; t += 86_400_000) days.set(new Date(t).toISOString().slice(0, 10), { count: 0, ingest: 0, viewer: 0 });
+    for (const doc of await livestreamSessions.all(this.db, appId)) {
+      const v = this.sessionView(doc.body);
+      const d = days.get(String(doc.body.started_time ?? doc.body.invoked_time).slice(0, 10));
+      if (!d) continue;
+      d.count++;
+      d.ingest += v.ingest_seconds as number;
+      d.viewer += v.viewer_seconds as number;
+    }
+    return [...days.entries()].map(([date, d]) => ({ date, count: d.count, total_ingest_seconds: d.ingest, total_viewer_seconds: d.viewer }));
   }
 
   mount(ctx: AreaContext): void {
@@ -480,16 +574,31 @@ export class Livestreams {
       const { items, total } = await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction: 'desc', limit: perPage, offset });
       return paged({ items: items.map((d) => this.view(d.body)), total, page, perPage });
     });
-    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with its latest session', level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {
+    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with one of its sessions (newest first, one per page)', level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {
       this.deps.learnPort(localPort(c));
       await appOf(params);
       const doc = await livestreams.get(db, params.app_id, params.livestream_id);
       if (!doc) throw apiError('rtk_not_found', 'Livestream', params.livestream_id);
-      // Only the latest session is kept: it is the first (and only) one of the pages.
+      // `session` is the session at the page's offset, newest first.
       const { offset } = pageOf(query);
-      const latest = this.sessionView(doc.body);
-      const session = offset === 0 ? latest : null;
-      return { livestream: this.view(doc.body), session, paging: { total_count: latest ? 1 : 0, start_offset: session ? 1 : offset, end_offset: session ? 1 : offset } };
+      const { items, total } = await livestreamSessions.list(db, params.app_id, { filters: [{ field: 'livestream', op: 'eq', value: doc.body.id }], order: 'created_on', direction: 'desc', limit: 1, offset });
+      const session = items[0] ? this.sessionView(items[0].body) : null;
+      return { livestream: this.view(doc.body), session, paging: { total_count: total, start_offset: session ? offset + 1 : offset, end_offset: session ? offset + 1 : offset } };
+    });
+    route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id/active-livestream-session`, operationId: 'rtk-livestream-active-session', summary: 'A livestream with its session on air', level: 'read' }, async ({ c, params }) => {
+      this.deps.learnPort(localPort(c));
+      await appOf(params);
+      const doc = await livestreams.get(db, params.app_id, params.livestream_id);
+      if (!doc) throw apiError('rtk_not_found', 'Livestream', params.livestream_id);
+      const s = await this.activeSession(params.app_id, doc.body.id);
+      if (!s) throw apiError('rtk_not_found', 'Active session of livestream', params.livestream_id);
+      return { livestream: this.view(doc.body), session: this.sessionView(s) };
+    });
+    route(ctx, { method: 'GET', path: `${BASE}/livestreams/sessions/:livestream_session_id`, operationId: 'rtk-livestream-session-get', summary: 'One livestream session', level: 'read' }, async ({ params }) => {
+      await appOf(params);
+      const doc = await livestreamSessions.get(db, params.app_id, params.livestream_session_id);
+      if (!doc) throw apiError('rtk_not_found', 'Livestream session', params.livestream_session_id);
+      return this.sessionView(doc.body);
     });
     route(ctx, { method: 'POST', path: `${BASE}/meetings/:meeting_id/livestreams`, operationId: 'rtk-meeting-livestream-start', summary: "Start a meeting's livestream (its composite view as HLS)", level: 'edit', body: MeetingBody, bodyOptional: true, status: 201 }, async ({ c, params, body }) => {
       this.deps.learnPort(localPort(c));
@@ -534,6 +643,11 @@ export class Livestreams {
         viewer += l.viewer_seconds;
       }
       return { count, total_ingest_seconds: Math.round(ingest), total_viewer_seconds: Math.round(viewer) };
+    });
+    route(ctx, { method: 'GET', path: `${BASE}/analytics/livestreams/daywise`, operationId: 'rtk-livestream-analytics-daywise', summary: 'Livestream sessions per day', level: 'read', query: DaywiseQuery }, async ({ params, query }) => {
+      await appOf(params);
+      const range = this.dayRange(query);
+      return this.daywise(params.app_id, range.start, range.end);
     });
     route(ctx, { method: 'GET', path: '/realtime/kit/livestreams/:livestream_id/hls/:file', operationId: 'rtk-livestream-hls', summary: 'HLS playback of a livestream', level: 'public' }, async ({ params }) => this.hls(params.livestream_id, params.file));
   }

@@ -14,8 +14,9 @@
  * is written to storage and sent as `recording.statusUpdate` through the webhook outbox.
  * LIMITATIONS: a recording lives in the process that started it (a restart marks recordings left
  * INVOKED/RECORDING/PAUSED/UPLOADING as ERRORED); the recorder is a participant with the preset
- * `outpost_recorder` (created in the app on first use) and is visible to other participants'
- * SDKs; `storage_config` (external buckets) is accepted and ignored — files stay in Outpost.
+ * `outpost_recorder` (created in the app on first use, `hidden_participant`), which the live room
+ * keeps out of the session (live.ts): others do not see it and it does not keep the session LIVE;
+ * `storage_config` (external buckets) is accepted and ignored — files stay in Outpost.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -33,12 +34,12 @@ import { defineCollection, type Doc } from '../../../core/storage/collection.ts'
 import type { BlobStore } from '../../../core/storage/blobs.ts';
 import type { Logger } from '../../../core/log.ts';
 import { issueToken, type SigningKey } from '../keys.ts';
-import { DEFAULT_PRESETS } from '../presets.ts';
+import { DEFAULT_PRESETS, RECORDER_PRESET } from '../presets.ts';
 import { apps, meetings, participants, presets, sessions, type Meeting } from '../store.ts';
 import type { Deliveries } from '../webhooks.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
-export const RECORDER_PRESET = 'outpost_recorder';
+export { RECORDER_PRESET };
 export const RECORDER_ID_PREFIX = 'outpost-recorder-';
 /** How long a download URL stays valid. */
 export const DOWNLOAD_TTL_SECS = 7 * 86400;
@@ -307,7 +308,9 @@ export class Recorder {
       // A viewer that skips the waiting room and produces nothing.
       const base = DEFAULT_PRESETS.find((p) => p.name === 'livestream_viewer')!;
       const id = uuid();
-      await presets.insert(db, meeting.app_id, id, { ...structuredClone(base), name: RECORDER_PRESET, id, app_id: meeting.app_id, created_at: at.toISOString(), updated_at: at.toISOString() }, at);
+      const preset = structuredClone(base);
+      preset.permissions.hidden_participant = true;
+      await presets.insert(db, meeting.app_id, id, { ...preset, name: RECORDER_PRESET, id, app_id: meeting.app_id, created_at: at.toISOString(), updated_at: at.toISOString() }, at);
     }
     const pid = uuid();
     await participants.insert(
