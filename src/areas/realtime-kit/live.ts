@@ -822,9 +822,10 @@ export class Live {
     return live.items[0]?.body;
   }
 
+  /** Kick-all and mute-all mean everyone seen: a hidden participant (a recording's page) is left alone. */
   private select(room: Room, sel: { all?: boolean; participantIds?: string[]; customIds?: string[] }): Peer[] {
     return [...room.peers.values()].filter(
-      (p) => p.state !== 'gone' && (sel.all || sel.participantIds?.includes(p.info.userId) || sel.participantIds?.includes(p.info.id) || sel.customIds?.includes(p.info.customParticipantId)),
+      (p) => p.state !== 'gone' && ((sel.all && !hidden(p)) || sel.participantIds?.includes(p.info.userId) || sel.participantIds?.includes(p.info.id) || sel.customIds?.includes(p.info.customParticipantId)),
     );
   }
 

@@ -224,9 +224,19 @@ describe('a meeting, live', () => {
     await cw.next((e) => e.t === 'rejected');
     expect((await cw.closed).code).toBe(4003);
     expect((await ca.request({ t: 'waitlist.accept', peerId: waiting.added.id })).error.code).toBe('not_found');
+    // A hidden participant (as a recording's page is) is not one of "all".
+    expect((await t.call('POST', `${f.base}/presets`, { name: 'unseen', permissions: { hidden_participant: true } })).status).toBe(201);
+    const h = await addParticipant(t, f, meetingId, 'h', 'unseen');
+    const ch = await connect(t, h.token);
+    await ch.request({ t: 'join' });
+    const muted = await t.call('POST', `${f.base}/meetings/${meetingId}/active-session/mute-all`, { allow_unmute: true });
+    expect(muted.status).toBe(200);
+    await ca.next((e) => e.t === 'muted');
     const all = { body: (await sdk(t).realtimeKit.activeSession.kickAllParticipants(meetingId, { account_id: t.accountId, app_id: f.appId })) as any };
     expect(all.body.data).toEqual({ action: 'kick-all', kicked_participants_count: 1 });
     expect((await ca.closed).code).toBe(4001);
+    expect(ch.events.some((e) => e.t === 'muted' || e.t === 'kicked')).toBe(false);
+    ch.ws.close();
   });
 });
 
