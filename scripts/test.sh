@@ -13,12 +13,12 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 
 # --- Debian packages used as real peers by the tests ---------------------------------------------
-# Each entry: <package>:<binary or module directory it provides>. Installed only when that path is missing.
+# Each entry: <package>:<a file or directory it provides>. Installed only when that path is missing.
 DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc curl:/usr/bin/curl openssl:/usr/bin/openssl pocketsphinx:/usr/bin/pocketsphinx_batch pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us.lm.bin espeak-ng:/usr/bin/espeak-ng ffmpeg:/usr/bin/ffmpeg"
 missing=""
 for entry in $DEBS; do
   pkg=${entry%%:*}; bin=${entry#*:}
-  [ -x "$bin" ] || missing="$missing $pkg"
+  [ -e "$bin" ] || missing="$missing $pkg"
 done
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then
