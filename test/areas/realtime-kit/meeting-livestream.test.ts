@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchMediaChromium } from '../../support/chromium.ts';
 import { sdk } from '../../support/sdk.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, joinInPage, startReceiver, until, type Fixture } from './support.ts';
 
 const run = promisify(execFile);
 
@@ -48,14 +48,7 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
     const host = await addParticipant(t, f, meetingId, 'host', 'group_call_host', 'Hana');
     ({ browser, profile } = await launchMediaChromium('outpost-mls-chromium-'));
     const page = await browser.newPage();
-    await page.goto(`${t.url}/realtime/kit/sdk.d.ts`);
-    // A string, not a function: the test's bundler would rewrite a dynamic import inside a function.
-    await page.evaluate(`(async () => {
-      const { default: RTK } = await import('/realtime/kit/sdk.js');
-      const m = await RTK.init({ authToken: ${JSON.stringify(host.token)}, defaults: { audio: true, video: true } });
-      await m.join();
-      window.meeting = m;
-    })()`);
+    await joinInPage(page, t.url, host.token);
   }, 60_000);
 
   afterAll(async () => {

@@ -15,7 +15,7 @@ import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchMediaChromium } from '../../support/chromium.ts';
 import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
-import { addParticipant, connect, createApp, createMeeting, startReceiver, until, type Fixture } from './support.ts';
+import { addParticipant, connect, createApp, createMeeting, joinInPage, startReceiver, until, type Fixture } from './support.ts';
 
 function probe(file: string): { duration: number; streams: string[] } {
   const out = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'format=duration:stream=codec_type', '-of', 'json', file]).toString());
@@ -50,14 +50,7 @@ describe.skipIf(sqlitePassOnly('recordings drive browsers and ffmpeg, not storag
     const host = await addParticipant(t, f, meetingId, 'host', 'group_call_host', 'Hana');
     ({ browser, profile } = await launchMediaChromium('outpost-rec-chromium-'));
     page = await browser.newPage();
-    await page.goto(`${t.url}/realtime/kit/sdk.d.ts`);
-    // A string, not a function: the test's bundler would rewrite a dynamic import inside a function.
-    await page.evaluate(`(async () => {
-      const { default: RTK } = await import('/realtime/kit/sdk.js');
-      const m = await RTK.init({ authToken: ${JSON.stringify(host.token)}, defaults: { audio: true, video: true } });
-      await m.join();
-      window.meeting = m;
-    })()`);
+    await joinInPage(page, t.url, host.token);
   }, 60_000);
 
   afterAll(async () => {

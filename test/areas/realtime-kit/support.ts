@@ -2,6 +2,7 @@
 import http from 'node:http';
 import { createVerify } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import type { Page } from 'puppeteer-core';
 import WebSocket from 'ws';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 
@@ -192,4 +193,16 @@ export async function startWithReceiver(name: string): Promise<{ t: TestServer; 
       await receiver.close();
     },
   };
+}
+
+/** Joins a meeting in a browser page through the SDK Outpost serves, with camera and microphone on (`window.meeting`). */
+export async function joinInPage(page: Page, origin: string, token: string): Promise<void> {
+  await page.goto(`${origin}/realtime/kit/sdk.d.ts`);
+  // A string, not a function: the test's bundler would rewrite a dynamic import inside a function.
+  await page.evaluate(`(async () => {
+    const { default: RTK } = await import('/realtime/kit/sdk.js');
+    const m = await RTK.init({ authToken: ${JSON.stringify(token)}, defaults: { audio: true, video: true } });
+    await m.join();
+    window.meeting = m;
+  })()`);
 }
