@@ -68,6 +68,7 @@ export function mountSilenceRoutes(
       const list = items(req.body).map((item, i) => {
         for (const k of Object.keys(item)) if (!['policy_id', 'start_time', 'end_time'].includes(k)) throw bad(`[${i}].${k}: unknown field`);
         if (typeof item.policy_id !== 'string' || item.policy_id.length === 0) throw bad(`[${i}].policy_id: required (a notification policy id)`);
+        if (item.policy_id.length > 64) throw bad(`[${i}].policy_id: not a notification policy id`);
         if (item.end_time === undefined) throw bad(`[${i}].end_time: required`);
         const start = item.start_time === undefined ? now.toISOString() : time(item.start_time, `[${i}].start_time`);
         const end = time(item.end_time, `[${i}].end_time`);

@@ -117,6 +117,7 @@ describe('silences', () => {
       [[good, { ...good, policy_id: 'f'.repeat(32) }], 'does not exist'],
       [[good, { ...good, end_time: undefined }], '[1].end_time: required'],
       [[{ ...good, policy_id: undefined }], 'policy_id: required'],
+      [[{ ...good, policy_id: 'x'.repeat(65) }], 'not a notification policy id'],
       [[{ ...good, end_time: iso(-HOUR) }], 'end_time'],
       [[{ ...good, start_time: iso(-2 * HOUR), end_time: iso(-HOUR) }], 'in the past'],
       [[{ ...good, start_time: 'tomorrow' }], 'ISO 8601'],

@@ -92,6 +92,9 @@ FORMAT JSON`;
     expect(fromDoc.body.data[0]).toMatchObject({ target_hostname: HOST, action: 'block' });
     expect(fromDoc.body.data.every((x: any) => x.end_time !== null && x.start_time <= x.end_time)).toBe(true);
 
+    const tables = await sql('SHOW TABLES');
+    expect(tables.body.data.map((d: any) => d.dataset)).toContain('outpost_ddos_attacks');
+
     // Another account has no such rows.
     const r = await sql('SELECT count() AS n FROM outpost_ddos_attacks FORMAT JSON', 'e'.repeat(32));
     expect(r.status, r.text).toBe(200);
