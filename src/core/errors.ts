@@ -335,6 +335,7 @@ export const CODES = {
   alerting_policy_not_found: { code: 17002, status: 404, message: 'Policy {0} not found' },
   alerting_destination_not_found: { code: 17003, status: 404, message: 'Destination {0} not found' },
   alerting_webhook_test_failed: { code: 17004, status: 400, message: 'The webhook test message failed: {0}' },
+  alerting_silence_not_found: { code: 17005, status: 404, message: 'Silence {0} not found' },
   rtk_forbidden: { code: 403, status: 403, message: '{0}' },
   rtk_unavailable: { code: 503, status: 503, message: '{0}' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -7,6 +7,8 @@
  * Filters: `zones`, `target_hostname`, `target_zone_name`, `protocol`, `target_ip` (addresses and
  * CIDRs) must contain the attack's value; `requests_per_second` / `packets_per_second` /
  * `megabits_per_second` are minimum peak rates (the smallest listed value counts).
+ * A policy with a silence in force (silences.ts) still gets its deliveries written, with status
+ * `silenced` and the silence's id: they show in the history and are never sent.
  */
 import { BlockList, isIP } from 'node:net';
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
@@ -15,7 +17,8 @@ import { hexId } from '../../core/ids.ts';
 import type { Database } from '../../core/storage/db.ts';
 import type { AttackEvent, AttackRecord } from '../ddos/index.ts';
 import { DDOS_ALERT_TYPES, type Filters, type Policy } from './schemas.ts';
-import { deliveries, policies, type Delivery } from './store.ts';
+import { silenceInForce } from './silences.ts';
+import { deliveries, policies, silences, type Delivery } from './store.ts';
 
 function matchesIp(list: string[], ip: string | undefined): boolean {
   if (!ip || !isIP(ip)) return false;
@@ -88,7 +91,7 @@ function alertText(a: AttackRecord, state: 'start' | 'end'): string {
     : `${what} ended: peak ${rate}, ${a.mitigated} mitigated, ${a.logged} logged.`;
 }
 
-/** Writes the deliveries of one attack event; answers how many were written. */
+/** Writes the deliveries of one attack event; answers how many are to be sent (silenced ones not counted). */
 export async function dispatchAttack(database: Database, clock: Clock, e: AttackEvent): Promise<number> {
   const a = e.attack;
   const types = DDOS_ALERT_TYPES[a.layer];
@@ -100,8 +103,10 @@ export async function dispatchAttack(database: Database, clock: Clock, e: Attack
   const now = clock.now();
   const data = alertData(a, e.accountId, accountName);
   const text = alertText(a, e.state);
+  const silenceList = (await silences.list(database.db, e.accountId, { filters: [{ field: 'policy_id', op: 'in', value: matching.map((p) => p.id) }] })).items.map((d) => d.body);
   let n = 0;
   for (const p of matching) {
+    const silence = silenceInForce(silenceList, p.id, now);
     const body = {
       name: p.name,
       text,
@@ -121,7 +126,7 @@ export async function dispatchAttack(database: Database, clock: Clock, e: Attack
     ];
     for (const [type, target] of targets) {
       const id = hexId();
-      await deliveries.insert(database.db, e.accountId, id, {
+      const d: Delivery = {
         id,
         name: p.name,
         description: p.description,
@@ -131,11 +136,13 @@ export async function dispatchAttack(database: Database, clock: Clock, e: Attack
         mechanism: target,
         mechanism_type: type,
         sent: now.toISOString(),
-        status: 'pending',
+        status: silence ? 'silenced' : 'pending',
         attempts: 0,
         next_attempt_at: now.toISOString(),
-      }, now);
-      n++;
+      };
+      if (silence) d.silence_id = silence.id;
+      await deliveries.insert(database.db, e.accountId, id, d, now);
+      if (!silence) n++;
     }
   }
   return n;

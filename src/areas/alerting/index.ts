@@ -6,7 +6,9 @@
  * create and update (a destination whose endpoint does not answer 2xx is refused with 400 and the
  * reason); `…/history` (page, per_page, since, before) with each delivery's status;
  * `…/available_alerts` (the DDoS alert types, the ones Outpost raises), `…/destinations/eligible`,
- * `…/destinations/pagerduty` (always empty; connecting is refused with the reason).
+ * `…/destinations/pagerduty` (always empty; connecting is refused with the reason);
+ * `…/silences` (silences.ts): create and update take arrays, all-or-nothing; an alert raised while
+ * a silence of its policy is in force is kept in the history as `silenced` and never sent.
  * Delivery (dispatch.ts, outbox.ts): DDoS attack starts and ends (`ddos.attack` events) raise
  * alerts for the matching policies; webhooks get the platform's body and `cf-webhook-auth`; email
  * goes through `--alerting-smtp`; retries with backoff from a durable outbox.

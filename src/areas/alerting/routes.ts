@@ -1,4 +1,4 @@
-/** Thin handlers for `/accounts/{account_id}/alerting/v3/{policies,destinations/webhooks,history}`. */
+/** Thin handlers for `/accounts/{account_id}/alerting/v3/{policies,destinations/webhooks,history}` (silences: silences.ts). */
 import { z } from 'zod';
 import type { AreaContext } from '../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
@@ -9,7 +9,8 @@ import type { Req } from '../../core/router.ts';
 import { qString } from '../../core/validate.ts';
 import { postWebhook } from './outbox.ts';
 import { parsePolicy, parseWebhook, specAlertType, webhookType, type Policy, type Webhook } from './schemas.ts';
-import { deliveries, policies, webhooks, type Delivery } from './store.ts';
+import { mountSilenceRoutes } from './silences.ts';
+import { deliveries, policies, silences, webhooks, type Delivery } from './store.ts';
 
 export const NOTIFICATIONS = 'notifications';
 const AnyBody = z.unknown();
@@ -142,7 +143,12 @@ export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
     { method: 'DELETE', path: `${BASE}/policies/:policy_id`, operationId: 'deleteAlertingPolicy', summary: 'Delete a notification policy (envelope without result)', auth: edit, params: { policy_id: 'any' }, tags },
     async (req) => {
       const { accountId, doc } = await policyOf(req);
-      await policies.delete(db, accountId, doc.id);
+      // The policy's silences go with it.
+      await db.transaction().execute(async (tx) => {
+        const { items } = await silences.list(tx, accountId, { filters: [{ field: 'policy_id', op: 'eq', value: doc.id }] });
+        for (const s of items) await silences.delete(tx, accountId, s.id);
+        await policies.delete(tx, accountId, doc.id);
+      });
       return bare(req);
     },
   );
@@ -262,6 +268,9 @@ export function mountAlertingRoutes(ctx: AreaContext, kick: () => void): void {
       return bare(req);
     },
   );
+
+  // --- silences ------------------------------------------------------------------------------
+  mountSilenceRoutes(ctx, BASE, account, { read, edit });
 
   // --- history -------------------------------------------------------------------------------
   router.add(

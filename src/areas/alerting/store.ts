@@ -1,5 +1,5 @@
 /**
- * Alerting storage: policies and webhook destinations (documents scoped by account), and the
+ * Alerting storage: policies, webhook destinations and silences (documents scoped by account), and the
  * deliveries — one document per alert and mechanism target, which is both the durable outbox
  * (status `pending` with the next attempt's time, picked up again after a restart) and the
  * history (`/alerting/v3/history`).
@@ -14,7 +14,24 @@ export const policies = defineCollection<Policy, 'alert_type'>({
 
 export const webhooks = defineCollection<Webhook>({ kind: 'alert_webhook' });
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'not_deliverable';
+/** A window during which one policy's alerts are not sent (`start_time` ≤ t < `end_time`). */
+export interface Silence {
+  id: string;
+  policy_id: string;
+  /** ISO 8601, UTC. */
+  start_time: string;
+  end_time: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export const silences = defineCollection<Silence, 'policy_id'>({
+  kind: 'alert_silence',
+  indexes: { policy_id: (s) => s.policy_id },
+});
+
+/** `silenced`: raised while a silence of the policy was in force; kept in the history, never sent. */
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'not_deliverable' | 'silenced';
 
 export interface Delivery {
   id: string;
@@ -35,6 +52,8 @@ export interface Delivery {
   next_attempt_at: string;
   delivered_at?: string;
   last_error?: string;
+  /** The silence in force when the alert was raised (status `silenced`). */
+  silence_id?: string;
 }
 
 export const deliveries = defineCollection<Delivery, 'status' | 'next_attempt_at'>({

@@ -3,8 +3,9 @@
  * and "Analytics store"): scripts write data points with the `analytics_engine` binding's
  * `writeDataPoint({blobs, doubles, indexes})`, and `POST|GET /accounts/{a}/analytics_engine/sql`
  * queries them in the platform's ClickHouse-flavoured SQL, translated to DuckDB (`dialect.ts`).
- * The platform's own events are datasets too (`platform.ts`): `outpost_http_requests` (the edge)
- * and `outpost_spectrum_events` (proxied TCP/UDP applications).
+ * The platform's own events are datasets too (`platform.ts`): `outpost_http_requests` (the edge),
+ * `outpost_spectrum_events` (proxied TCP/UDP applications) and `outpost_ddos_attacks` (DDoS
+ * attack starts and ends).
  *
  * Storage: DuckDB embedded, `<data dir>/analytics.duckdb`; points are appended in batches every
  * `--analytics-flush-ms` (default 1 s) and on a graceful stop; retention `--analytics-retention-days`

@@ -12,7 +12,8 @@
  * zone's; rule > category > ruleset level; sensitivity default/medium/low/eoff scales thresholds.
  * Attack events (attacks.ts) are stored per account and served at `/accounts/{a}/ddos/attacks`
  * and `/zones/{z}/ddos/attacks` (Outpost's own paths: the platform shows attacks only in its
- * dashboard and analytics); each start and end is published as `ddos.attack` (alerting).
+ * dashboard and analytics); each start and end is published as `ddos.attack` (alerting, and the
+ * analytics area's `outpost_ddos_attacks` dataset for the SQL endpoint).
  * Permissions: "Account Rulesets" / "Zone WAF" read, as the rulesets they come from.
  * LIMITATIONS: one node's view (rates are not shared between several edge nodes); no packet-level
  * L3 detection — L4 sees what the proxy sees (datagrams, accepted connections), so a SYN flood is
