@@ -19,7 +19,8 @@ export const CODES = {
   json_too_deep: {
     code: 6007,
     status: 400,
-    message: 'Malformed JSON in {0}: nested deeper than {1} levels of arrays and objects (the limit)',
+    // Well-formed but too deep: say so rather than call it malformed.
+    message: 'JSON in {0} is nested deeper than {1} levels of arrays and objects (the limit): send it flatter',
   },
   validation: { code: 1004, status: 400, message: '{0}' },
   body_too_large: { code: 6012, status: 413, message: 'Request body exceeds the limit of {0} bytes' },
