@@ -23,6 +23,7 @@ import { RateLimiter } from './core/ratelimit.ts';
 import { Router } from './core/router.ts';
 import { Services } from './core/services.ts';
 import { Upgrades } from './core/upgrades.ts';
+import { hostnameOf } from './core/host.ts';
 import { openDatabase, type Database } from './core/storage/db.ts';
 import { VersionConflict } from './core/storage/collection.ts';
 
@@ -77,7 +78,7 @@ export function buildApp(
   // stay reachable on the API port under any other host name, so pages call them same-origin.
   const mediaHost = config.sfuHost.toLowerCase();
   app.use(async (c, next) => {
-    if (hostName(c.req.header('host')) !== mediaHost || c.req.path.startsWith('/v1/apps/')) return next();
+    if (hostnameOf(c.req.header('host')) !== mediaHost || c.req.path.startsWith('/v1/apps/')) return next();
     return c.json({ errorCode: 'not_found', errorDescription: `${c.req.path} is not an operation of the media host (its operations are under /v1/apps/{appId}/)` }, 404);
   });
   app.get('/healthz', (c) => c.json({ status: 'ok', version: VERSION }));
@@ -115,13 +116,6 @@ export function buildApp(
     return c.json(failure(apiError('internal', `ray ${id}`).errors), 500);
   });
   return { app, router, planes };
-}
-
-/** The name in a Host header: lower case, without port or trailing dot. */
-function hostName(header: string | undefined): string {
-  const h = (header ?? '').trim().toLowerCase();
-  const name = h.startsWith('[') ? h.slice(0, h.indexOf(']') + 1) : h.replace(/:\d*$/, '');
-  return name.replace(/\.$/, '');
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<RunningServer> {

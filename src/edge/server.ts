@@ -27,6 +27,7 @@ import type {
   Route,
 } from './types.ts';
 import { listenOn } from '../core/listen.ts';
+import { hostnameOf } from '../core/host.ts';
 
 /** Ray ids: a random per-process prefix and a counter — unique, and no entropy call per request. */
 const RAY_PREFIX = randomBytes(4).toString('hex');
@@ -196,10 +197,7 @@ export class EdgeServer {
   ): Promise<void> {
     const startedAt = performance.now();
     const rayId = nextRayId();
-    const host = (req.headers.host ?? '')
-      .replace(/:\d+$/, '')
-      .replace(/^\[|\]$/g, '')
-      .toLowerCase();
+    const host = hostnameOf(req.headers.host);
     const client = this.clientOf(req);
     let outcome: ProxyOutcome = { status: 0, bytesIn: 0, bytesOut: 0 };
     let er: EdgeRequest | undefined;
