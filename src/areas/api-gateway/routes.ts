@@ -11,11 +11,13 @@ import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { openapiOf } from './openapi.ts';
-import type { DiscoveryState, GatewayStore, Settings, TokenRule } from './store.ts';
+import type { DiscoveryState, GatewayStore, Operation, Settings, TokenRule } from './store.ts';
 import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
 import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
+/** An operation as the API shows it (its schema validation action has its own endpoints). */
+const opView = ({ mitigation_action: _m, ...op }: Operation) => op;
 const zoneOf = (req: Req<unknown, unknown>) => req.resolved.zone_id as Zone;
 const bare = (extra: Record<string, unknown> = {}) => raw(Response.json({ errors: [], messages: [], success: true, ...extra }));
 
@@ -26,6 +28,10 @@ const State = z.enum(['review', 'saved', 'ignored']);
 // The official client's map allows an entry without a state (it leaves the state as it is).
 const StateMap = z.record(z.string().uuid(), z.object({ state: State.optional() }));
 const BulkStates = z.union([z.object({ operation_ids: StateMap }), StateMap]);
+const MitigationAction = z.enum(['log', 'block', 'none']).nullable();
+const MitigationMap = z.record(z.string().uuid('must be an operation id (a UUID)'), z.object({ mitigation_action: MitigationAction.optional() }).strict());
+// The official client sends the map itself; the documented form wraps it in settings_multiple_request.
+const BulkMitigations = z.preprocess((v) => (v && typeof v === 'object' && 'settings_multiple_request' in v ? (v as { settings_multiple_request: unknown }).settings_multiple_request : v), MitigationMap);
 const Characteristic = z.object({ type: z.enum(['header', 'cookie', 'jwt']), name: z.string().min(1).max(128) });
 const ConfigurationBody = z.object({ auth_id_characteristics: z.array(Characteristic).max(10) });
 const Limit = z.number().int().min(1, 'must be at least 1').max(1_000_000).nullable();
@@ -74,17 +80,32 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
 
   // --- operations ----------------------------------------------------------------------------
   router.add({ method: 'GET', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-retrieve-information-about-all-operations-on-a-zone', summary: 'List operations', auth: read, query: OpsPage, tags }, async (req) =>
-    pageOf(await store.listOperations(zoneOf(req).id), req.query),
+    pageOf((await store.listOperations(zoneOf(req).id)).map(opView), req.query),
   );
   router.add({ method: 'GET', path: `${gw}/operations/:operation_id`, operationId: 'api-shield-endpoint-management-retrieve-information-about-an-operation', summary: 'Get an operation', auth: read, params: OP, tags }, async (req) =>
-    store.getOperation(zoneOf(req).id, req.params.operation_id),
+    opView(await store.getOperation(zoneOf(req).id, req.params.operation_id)),
   );
   router.add({ method: 'POST', path: `${gw}/operations/item`, operationId: 'api-shield-endpoint-management-add-operation-to-a-zone', summary: 'Add one operation', auth: edit, body: OperationInput, tags }, async (req) =>
-    (await store.addOperations(zoneOf(req).id, [req.body]))[0],
+    opView((await store.addOperations(zoneOf(req).id, [req.body]))[0]),
   );
   router.add({ method: 'POST', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-add-operations-to-a-zone', summary: 'Add operations (a bare array, or {operations})', auth: edit, body: BulkOps, tags }, async (req) =>
-    store.addOperations(zoneOf(req).id, Array.isArray(req.body) ? req.body : req.body.operations),
+    (await store.addOperations(zoneOf(req).id, Array.isArray(req.body) ? req.body : req.body.operations)).map(opView),
   );
+  // Per-operation schema validation (the deprecated form): GET and PUT answer at the top level, as
+  // the official client reads them; the bulk PATCH answers the map under `result`.
+  router.add({ method: 'GET', path: `${gw}/operations/:operation_id/schema_validation`, operationId: 'api-shield-schema-validation-retrieve-operation-level-settings', summary: "An operation's schema validation action (null: the zone default applies)", auth: read, params: OP, tags }, async (req) =>
+    bare(await store.operationMitigation(zoneOf(req).id, req.params.operation_id)),
+  );
+  router.add({ method: 'PUT', path: `${gw}/operations/:operation_id/schema_validation`, operationId: 'api-shield-schema-validation-update-operation-level-settings', summary: "Set an operation's schema validation action (log, block, none skips validation, null defers to the zone)", auth: edit, params: OP, body: z.object({ mitigation_action: MitigationAction.optional() }).strict(), tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    await store.setOperationMitigations(zoneId, { [req.params.operation_id]: req.body.mitigation_action ?? null });
+    return bare(await store.operationMitigation(zoneId, req.params.operation_id));
+  });
+  router.add({ method: 'PATCH', path: `${gw}/operations/schema_validation`, operationId: 'api-shield-schema-validation-update-multiple-operation-level-settings', summary: 'Set the schema validation action of several operations ({operation_id: {mitigation_action}}, bare or under settings_multiple_request; all or none)', auth: edit, body: BulkMitigations, tags }, async (req) => {
+    const map = req.body;
+    if (Object.keys(map).length === 0) throw apiError('api_gateway_invalid', 'settings_multiple_request: name at least one operation');
+    return store.setOperationMitigations(zoneOf(req).id, Object.fromEntries(Object.entries(map).map(([id, v]) => [id, v.mitigation_action ?? null])));
+  });
   router.add({ method: 'DELETE', path: `${gw}/operations/:operation_id`, operationId: 'api-shield-endpoint-management-delete-an-operation', summary: 'Delete an operation', auth: edit, params: OP, tags }, async (req) => {
     await store.deleteOperation(zoneOf(req).id, req.params.operation_id);
     return bare();

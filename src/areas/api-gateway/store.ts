@@ -20,6 +20,11 @@ export interface Operation {
   endpoint: string;
   last_updated: string;
   features?: Record<string, unknown>;
+  /**
+   * The operation's own schema validation action (the deprecated per-operation settings):
+   * `log`/`block` replace the zone default, `none` skips validation, absent/null defers to the zone.
+   */
+  mitigation_action?: Mitigation | null;
 }
 
 export type DiscoveryState = 'review' | 'saved' | 'ignored';
@@ -185,6 +190,32 @@ export class GatewayStore {
       for (const id of ids) if (!(await operations.get(tx, zoneId, id))) throw apiError('api_gateway_operation_not_found', id);
       for (const id of ids) await operations.delete(tx, zoneId, id);
       return ids.length;
+    });
+  }
+
+  /** The operation's schema validation action (null: the zone's default applies). */
+  async operationMitigation(zoneId: string, id: string): Promise<{ operation_id: string; mitigation_action: Mitigation | null }> {
+    const op = await this.getOperation(zoneId, id);
+    return { operation_id: op.operation_id, mitigation_action: op.mitigation_action ?? null };
+  }
+
+  /** Sets the schema validation action of several operations at once; every id must exist (all or none). */
+  async setOperationMitigations(zoneId: string, actions: Record<string, Mitigation | null>): Promise<Record<string, { mitigation_action: Mitigation | null }>> {
+    return this.write(zoneId, async (tx) => {
+      const docs = [];
+      for (const id of Object.keys(actions)) {
+        const doc = await operations.get(tx, zoneId, id);
+        if (!doc) throw apiError('api_gateway_operation_not_found', id);
+        docs.push(doc);
+      }
+      const now = this.clock.now();
+      const out: Record<string, { mitigation_action: Mitigation | null }> = {};
+      for (const doc of docs) {
+        const action = actions[doc.id];
+        await operations.update(tx, doc, { ...doc.body, mitigation_action: action, last_updated: now.toISOString() }, now);
+        out[doc.id] = { mitigation_action: action };
+      }
+      return out;
     });
   }
 

@@ -414,6 +414,63 @@ describe('user schemas and BOLA', () => {
     expect(listed.body.result[0].validation_enabled).toBe(false);
   });
 
+  it('applies per-operation schema validation actions over the zone default (official client and raw)', async () => {
+    const cf = sdk(t);
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: true });
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'log' });
+    const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result as { operation_id: string; host: string; method: string; endpoint: string }[];
+    const byId = ops.find((o) => o.host === O && o.method === 'GET' && o.endpoint === '/orders/{var1}')!;
+    const create = ops.find((o) => o.host === O && o.method === 'POST' && o.endpoint === '/orders')!;
+    const json = { 'content-type': 'application/json' };
+    // The zone default is log: nothing is blocked.
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect(await cf.apiGateway.operations.schemaValidation.get(byId.operation_id, { zone_id: zone.id })).toMatchObject({ operation_id: byId.operation_id, mitigation_action: null });
+    // block on one operation only.
+    const set = await cf.apiGateway.operations.schemaValidation.update(byId.operation_id, { zone_id: zone.id, mitigation_action: 'block' });
+    expect(set).toMatchObject({ operation_id: byId.operation_id, mitigation_action: 'block' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await send('/orders/5', { host: O })).status).toBe(200);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).status).toBe(200);
+    // The zone blocks; the bulk edit sets none (validation skipped) on one operation and block on the other.
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
+    const bulk = await cf.apiGateway.operations.schemaValidation.edit({ zone_id: zone.id, settings_multiple_request: { [byId.operation_id]: { mitigation_action: 'none' }, [create.operation_id]: { mitigation_action: 'block' } } });
+    expect(bulk).toEqual({ [byId.operation_id]: { mitigation_action: 'none' }, [create.operation_id]: { mitigation_action: 'block' } });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).status).toBe(403);
+    // none also skips the field, so a custom rule on it does not fire for that operation.
+    await custom([{ action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } }]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([]);
+    // The documented wrapped form; null gives the operation back to the zone default (block).
+    const wrapped = await t.call('PATCH', gw('/operations/schema_validation'), { settings_multiple_request: { [byId.operation_id]: { mitigation_action: null } } });
+    expect(wrapped.status).toBe(200);
+    expect(wrapped.body.result).toEqual({ [byId.operation_id]: { mitigation_action: null } });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    const got = await t.call('GET', gw(`/operations/${byId.operation_id}/schema_validation`));
+    expect(got.body).toMatchObject({ success: true, operation_id: byId.operation_id, mitigation_action: null });
+    // Operations do not show the action in their own view.
+    expect((await t.call('GET', gw(`/operations/${create.operation_id}`))).body.result.mitigation_action).toBeUndefined();
+    // Bad input: an unknown action, an unknown field, an unknown id (nothing written), an empty map.
+    const badAction = await t.call('PUT', gw(`/operations/${byId.operation_id}/schema_validation`), { mitigation_action: 'drop' });
+    expect(badAction.status).toBe(400);
+    expect(badAction.body.errors[0].message).toContain('mitigation_action');
+    expect((await t.call('PUT', gw(`/operations/${byId.operation_id}/schema_validation`), { action: 'block' })).status).toBe(400);
+    const missing = '00000000-0000-4000-8000-000000000000';
+    expect((await t.call('GET', gw(`/operations/${missing}/schema_validation`))).status).toBe(404);
+    expect((await t.call('PUT', gw(`/operations/${missing}/schema_validation`), { mitigation_action: 'log' })).status).toBe(404);
+    const partly = await t.call('PATCH', gw('/operations/schema_validation'), { [create.operation_id]: { mitigation_action: 'log' }, [missing]: { mitigation_action: 'log' } });
+    expect(partly.status).toBe(404);
+    expect(partly.body.errors[0].message).toContain(missing);
+    expect((await cf.apiGateway.operations.schemaValidation.get(create.operation_id, { zone_id: zone.id })).mitigation_action).toBe('block');
+    const badBulk = await t.call('PATCH', gw('/operations/schema_validation'), { settings_multiple_request: { [create.operation_id]: { mitigation_action: 'drop' } } });
+    expect(badBulk.status).toBe(400);
+    expect(badBulk.body.errors[0].message).toContain('mitigation_action');
+    expect((await t.call('PATCH', gw('/operations/schema_validation'), {})).status).toBe(400);
+    // Back to the state the next test expects.
+    await cf.apiGateway.operations.schemaValidation.edit({ zone_id: zone.id, settings_multiple_request: { [create.operation_id]: { mitigation_action: null } } });
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
+  });
+
   it('flags an enumerating session and parameter pollution once BOLA is on', async () => {
     expect((await t.call('GET', gw('/user_schemas/00000000-0000-4000-8000-000000000000/bola'))).status).toBe(404);
     expect((await t.call('PATCH', gw(`/user_schemas/${schemaId}/bola`), { enabled: 'yes' })).status).toBe(400);
