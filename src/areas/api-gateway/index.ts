@@ -33,7 +33,10 @@
  * validation settings (`operations/{id}/schema_validation` GET/PUT answered at the top level,
  * bulk PATCH `operations/schema_validation` bare or under `settings_multiple_request`; the
  * operation's `log`/`block` replaces the zone default, `none` skips it, null defers to the zone).
- * Not served: labels, the deprecated `GET /schemas`.
+ * Labels (labels.ts): user labels stored per zone, managed labels a fixed built-in set
+ * (`MANAGED_LABELS`), attached to operations singly, in bulk, or per label
+ * (`labels/{source}/{name}/resources/operation`); they classify only, the edge ignores them.
+ * Not served: the deprecated `GET /schemas`.
  * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);

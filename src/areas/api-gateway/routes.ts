@@ -10,6 +10,7 @@ import { validateRule } from '../../edge/rules/index.ts';
 import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
+import { LABEL_NAME, type Label, type LabelSource } from './labels.ts';
 import { openapiOf } from './openapi.ts';
 import type { DiscoveryState, GatewayStore, Operation, Settings, TokenRule } from './store.ts';
 import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
@@ -17,7 +18,7 @@ import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
 /** An operation as the API shows it (its schema validation action has its own endpoints). */
-const opView = ({ mitigation_action: _m, ...op }: Operation) => op;
+const opView = ({ mitigation_action: _m, labels: _l, ...op }: Operation) => op;
 const zoneOf = (req: Req<unknown, unknown>) => req.resolved.zone_id as Zone;
 const bare = (extra: Record<string, unknown> = {}) => raw(Response.json({ errors: [], messages: [], success: true, ...extra }));
 
@@ -32,6 +33,20 @@ const MitigationAction = z.enum(['log', 'block', 'none']).nullable();
 const MitigationMap = z.record(z.string().uuid('must be an operation id (a UUID)'), z.object({ mitigation_action: MitigationAction.optional() }).strict());
 // The official client sends the map itself; the documented form wraps it in settings_multiple_request.
 const BulkMitigations = z.preprocess((v) => (v && typeof v === 'object' && 'settings_multiple_request' in v ? (v as { settings_multiple_request: unknown }).settings_multiple_request : v), MitigationMap);
+const LabelName = z.string().regex(LABEL_NAME, 'must be 1 to 64 letters, digits, ".", "_", ":" or "-"');
+const LabelNames = z.array(LabelName).max(100);
+const LabelFields = { description: z.string().max(500).optional(), metadata: z.unknown().optional() };
+const Counts = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.enum(['true', 'false']).transform((v) => v === 'true')).optional();
+const LabelsQuery = ListPage.extend({
+  source: z.enum(['user', 'managed']).optional(),
+  filter: z.string().max(200).optional(),
+  order: z.enum(['name', 'description', 'created_at', 'last_updated', 'mapped_resources.operations']).optional(),
+  direction: z.enum(['asc', 'desc']).optional(),
+  with_mapped_resource_counts: Counts,
+});
+const OpSelector = z.object({ include: z.object({ operation_ids: z.array(z.string().uuid('must be operation ids (UUIDs)')).min(1).max(1000) }).strict() }).strict();
+const OperationLabelsBody = z.object({ user: LabelNames.optional(), managed: LabelNames.optional() }).strict();
+const BulkLabelsBody = z.object({ selector: OpSelector, user: z.object({ labels: LabelNames.optional() }).strict().optional(), managed: z.object({ labels: LabelNames.optional() }).strict().optional() }).strict();
 const Characteristic = z.object({ type: z.enum(['header', 'cookie', 'jwt']), name: z.string().min(1).max(128) });
 const ConfigurationBody = z.object({ auth_id_characteristics: z.array(Characteristic).max(10) });
 const Limit = z.number().int().min(1, 'must be at least 1').max(1_000_000).nullable();
@@ -77,6 +92,68 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   const DISC = { discovery_id: 'uuid' } as const;
   const CFG = { config_id: 'uuid' } as const;
   const RULE = { rule_id: 'uuid' } as const;
+
+  // --- labels (registered before `operations/:operation_id`, whose segment they share) ---------
+  const LABEL = { name: 'any' } as const;
+  const labelName = (name: string) => {
+    if (!LABEL_NAME.test(name)) throw apiError('api_gateway_invalid', `name: ${JSON.stringify(name)} is not a label name (1 to 64 letters, digits, ".", "_", ":" or "-")`);
+    return name;
+  };
+  type Counted = Label & { mapped_resources?: { operations: number } };
+  const sortLabels = (list: Counted[], order: string | undefined, direction: 'asc' | 'desc' | undefined) => {
+    if (!order) return list;
+    const key = (l: Counted) => (order === 'mapped_resources.operations' ? (l.mapped_resources?.operations ?? 0) : String(l[order as keyof Label]));
+    const sign = direction === 'desc' ? -1 : 1;
+    return [...list].sort((a, b) => (key(a) < key(b) ? -sign : key(a) > key(b) ? sign : 0));
+  };
+  router.add({ method: 'GET', path: `${gw}/labels`, operationId: 'api-shield-labels-list', summary: 'List managed and user labels (filter: substring of name or description)', auth: read, query: LabelsQuery, tags }, async (req) => {
+    const q = req.query;
+    const order = q.order === 'mapped_resources.operations' || q.with_mapped_resource_counts;
+    let list: Counted[] = await store.listLabels(zoneOf(req).id, Boolean(order));
+    if (q.source) list = list.filter((l) => l.source === q.source);
+    if (q.filter) list = list.filter((l) => l.name.includes(q.filter!) || l.description.includes(q.filter!));
+    list = sortLabels(list, q.order, q.direction);
+    if (!q.with_mapped_resource_counts) list = list.map(({ mapped_resources: _r, ...l }) => l);
+    return pageOf(list, q);
+  });
+  const getLabel = (source: LabelSource) => async (req: Req<undefined, { with_mapped_resource_counts?: boolean }>) => {
+    const label: Counted = await store.getLabel(zoneOf(req).id, source, labelName(req.params.name), req.query.with_mapped_resource_counts ?? false);
+    return label;
+  };
+  router.add({ method: 'GET', path: `${gw}/labels/managed/:name`, operationId: 'api-shield-labels-managed-get', summary: 'Get a managed label', auth: read, params: LABEL, query: z.object({ with_mapped_resource_counts: Counts }), tags }, getLabel('managed'));
+  router.add({ method: 'GET', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-get', summary: 'Get a user label', auth: read, params: LABEL, query: z.object({ with_mapped_resource_counts: Counts }), tags }, getLabel('user'));
+  router.add({ method: 'POST', path: `${gw}/labels/user`, operationId: 'api-shield-labels-user-create', summary: 'Create user labels ([{name, description?, metadata?}], all or none)', auth: edit, body: z.array(z.object({ name: LabelName, ...LabelFields }).strict()).min(1).max(100), tags }, async (req) =>
+    store.createUserLabels(zoneOf(req).id, req.body),
+  );
+  router.add({ method: 'PUT', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-update', summary: "Replace a user label's description and metadata", auth: edit, params: LABEL, body: z.object(LabelFields).strict(), tags }, async (req) =>
+    store.editUserLabel(zoneOf(req).id, labelName(req.params.name), req.body, true),
+  );
+  router.add({ method: 'PATCH', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-edit', summary: "Change a user label's description or metadata", auth: edit, params: LABEL, body: z.object(LabelFields).strict(), tags }, async (req) =>
+    store.editUserLabel(zoneOf(req).id, labelName(req.params.name), req.body, false),
+  );
+  router.add({ method: 'DELETE', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-delete', summary: 'Delete a user label (it leaves every operation)', auth: edit, params: LABEL, tags }, async (req) =>
+    (await store.deleteUserLabels(zoneOf(req).id, labelName(req.params.name)))[0],
+  );
+  router.add({ method: 'DELETE', path: `${gw}/labels/user`, operationId: 'api-shield-labels-user-delete-all', summary: 'Delete every user label of the zone', auth: edit, tags }, async (req) => store.deleteUserLabels(zoneOf(req).id));
+  for (const source of ['user', 'managed'] as const) {
+    router.add({ method: 'PUT', path: `${gw}/labels/${source}/:name/resources/operation`, operationId: `api-shield-labels-${source}-operations-replace`, summary: `Set exactly which operations carry a ${source} label`, auth: edit, params: LABEL, body: z.object({ selector: OpSelector }).strict(), tags }, async (req) =>
+      store.setLabelOperations(zoneOf(req).id, source, labelName(req.params.name), req.body.selector.include.operation_ids),
+    );
+  }
+  const bulkLabels = (mode: 'add' | 'replace') => async (req: Req<z.infer<typeof BulkLabelsBody>, unknown>) =>
+    store.labelOperations(zoneOf(req).id, req.body.selector.include.operation_ids, { user: req.body.user?.labels, managed: req.body.managed?.labels }, mode);
+  router.add({ method: 'POST', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-add', summary: 'Attach labels to several operations', auth: edit, body: BulkLabelsBody, tags }, bulkLabels('add'));
+  router.add({ method: 'PUT', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-replace', summary: 'Replace the labels of several operations', auth: edit, body: BulkLabelsBody, tags }, bulkLabels('replace'));
+  router.add({ method: 'DELETE', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-remove', summary: 'Remove every label from every operation of the zone', auth: edit, tags }, async (req) =>
+    store.labelOperations(zoneOf(req).id, undefined, {}, 'remove_all'),
+  );
+  const opLabels = (mode: 'add' | 'replace') => async (req: Req<z.infer<typeof OperationLabelsBody>, unknown>) =>
+    (await store.labelOperations(zoneOf(req).id, [req.params.operation_id], req.body, mode))[0];
+  router.add({ method: 'POST', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-add', summary: 'Attach labels ({user, managed} names) to an operation', auth: edit, params: OP, body: OperationLabelsBody, tags }, opLabels('add'));
+  router.add({ method: 'PUT', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-replace', summary: 'Replace the labels of an operation', auth: edit, params: OP, body: OperationLabelsBody, tags }, opLabels('replace'));
+  router.add({ method: 'DELETE', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-remove', summary: 'Remove every label from an operation', auth: edit, params: OP, tags }, async (req) =>
+    (await store.labelOperations(zoneOf(req).id, [req.params.operation_id], {}, 'remove_all'))[0],
+  );
 
   // --- operations ----------------------------------------------------------------------------
   router.add({ method: 'GET', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-retrieve-information-about-all-operations-on-a-zone', summary: 'List operations', auth: read, query: OpsPage, tags }, async (req) =>

@@ -324,6 +324,85 @@ describe('discovery and authentication posture', () => {
   });
 });
 
+describe('labels', () => {
+  it('creates, edits and deletes user labels and attaches labels to operations (official client and raw)', async () => {
+    const cf = sdk(t);
+    const z = { zone_id: zone.id };
+    const [a, b, c] = (await t.call('POST', gw('/operations'), [
+      { method: 'GET', host: 'labels.gw.test', endpoint: '/login' },
+      { method: 'POST', host: 'labels.gw.test', endpoint: '/cart/{item}' },
+      { method: 'GET', host: 'labels.gw.test', endpoint: '/feed' },
+    ])).body.result.map((o: { operation_id: string }) => o.operation_id) as string[];
+    // The built-in managed labels are listed from the start.
+    const managed = await cf.apiGateway.labels.managed.get('cf-log-in', z);
+    expect(managed).toMatchObject({ name: 'cf-log-in', source: 'managed' });
+    const created = [];
+    for await (const l of cf.apiGateway.labels.user.bulkCreate({ ...z, body: [{ name: 'public', description: 'no login needed' }, { name: 'team:billing', metadata: { owner: 'billing' } }] })) created.push(l);
+    expect(created.map((l) => [l.name, l.source, l.description])).toEqual([['public', 'user', 'no login needed'], ['team:billing', 'user', '']]);
+    const listed = [];
+    for await (const l of cf.apiGateway.labels.list({ ...z, source: 'user' })) listed.push(l.name);
+    expect(listed).toEqual(['public', 'team:billing']);
+    expect((await cf.apiGateway.labels.user.edit('public', { ...z, description: 'open' })).description).toBe('open');
+    const replaced = await cf.apiGateway.labels.user.update('team:billing', { ...z, description: 'money' });
+    expect(replaced).toMatchObject({ description: 'money', metadata: {} });
+    // Attaching: one operation (add, then replace), several operations, and a label's operations.
+    const one = await cf.apiGateway.operations.labels.create(a, { ...z, user: ['public'], managed: ['cf-log-in'] });
+    expect(one.labels!.map((l) => `${l.source}/${l.name}`)).toEqual(['managed/cf-log-in', 'user/public']);
+    const swapped = await cf.apiGateway.operations.labels.update(a, { ...z, user: ['team:billing'] });
+    expect(swapped.labels!.map((l) => l.name)).toEqual(['team:billing']);
+    const bulk = [];
+    for await (const o of cf.apiGateway.operations.labels.bulkCreate({ ...z, selector: { include: { operation_ids: [b, c] } }, user: { labels: ['public'] }, managed: { labels: ['cf-add-cart'] } })) bulk.push(o);
+    expect(bulk.map((o) => o.labels!.length)).toEqual([2, 2]);
+    const carried = await cf.apiGateway.labels.user.resources.operation.update('public', { ...z, selector: { include: { operation_ids: [c] } } });
+    expect(carried).toMatchObject({ name: 'public', mapped_resources: { operations: 1 } });
+    expect(await cf.apiGateway.labels.user.get('public', { ...z, with_mapped_resource_counts: true })).toMatchObject({ mapped_resources: { operations: 1 } });
+    await cf.apiGateway.labels.managed.resources.operation.update('cf-rss-feed', { ...z, selector: { include: { operation_ids: [c] } } });
+    const counted = (await t.call('GET', gw('/labels?with_mapped_resource_counts=true&order=mapped_resources.operations&direction=desc&per_page=100'))).body.result;
+    expect(counted[0]).toMatchObject({ name: 'cf-add-cart', mapped_resources: { operations: 2 } });
+    // Operations keep their own view; deleting a user label takes it off every operation.
+    expect((await t.call('GET', gw(`/operations/${a}`))).body.result.labels).toBeUndefined();
+    expect(await cf.apiGateway.labels.user.delete('team:billing', z)).toMatchObject({ name: 'team:billing' });
+    const afterDelete = await cf.apiGateway.operations.labels.create(a, { ...z, managed: ['cf-sign-up'] });
+    expect(afterDelete.labels!.map((l) => l.name)).toEqual(['cf-sign-up']);
+    expect((await cf.apiGateway.operations.labels.delete(a, z)).labels).toEqual([]);
+    const replacedBulk = [];
+    for await (const o of cf.apiGateway.operations.labels.bulkUpdate({ ...z, selector: { include: { operation_ids: [b] } }, user: { labels: [] }, managed: { labels: ['cf-check-out'] } })) replacedBulk.push(o);
+    expect(replacedBulk[0].labels!.map((l) => l.name)).toEqual(['cf-check-out']);
+    // Bad input: names, unknown labels and ids (nothing written), unknown fields.
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const badName = await t.call('POST', gw('/labels/user'), [{ name: 'has space' }]);
+    expect(badName.status).toBe(400);
+    expect(badName.body.errors[0].message).toContain('name');
+    expect((await t.call('POST', gw('/labels/user'), [{ name: 'public' }])).status).toBe(409);
+    expect((await t.call('POST', gw('/labels/user'), { name: 'x' })).status).toBe(400);
+    expect((await t.call('GET', gw('/labels/user/nope'))).status).toBe(404);
+    expect((await t.call('GET', gw('/labels/managed/public'))).status).toBe(404);
+    expect((await t.call('PATCH', gw('/labels/user/nope'), { description: 'x' })).status).toBe(404);
+    expect((await t.call('DELETE', gw('/labels/user/nope'))).status).toBe(404);
+    const unknownLabel = await t.call('POST', gw(`/operations/${a}/labels`), { user: ['nope'] });
+    expect(unknownLabel.status).toBe(400);
+    expect(unknownLabel.body.errors[0].message).toContain('nope');
+    expect((await t.call('POST', gw(`/operations/${a}/labels`), { user: 'public' })).status).toBe(400);
+    expect((await t.call('POST', gw(`/operations/${missing}/labels`), { user: ['public'] })).status).toBe(404);
+    const partly = await t.call('POST', gw('/operations/labels'), { selector: { include: { operation_ids: [a, missing] } }, user: { labels: ['public'] } });
+    expect(partly.status).toBe(404);
+    expect((await t.call('GET', gw(`/labels/user/public?with_mapped_resource_counts=true`))).body.result.mapped_resources).toEqual({ operations: 1 });
+    const noSelector = await t.call('PUT', gw('/operations/labels'), { user: { labels: ['public'] } });
+    expect(noSelector.status).toBe(400);
+    expect(noSelector.body.errors[0].message).toContain('selector');
+    expect((await t.call('PUT', gw('/labels/user/public/resources/operation'), { selector: { include: { operation_ids: [missing] } } })).status).toBe(404);
+    expect((await t.call('PATCH', gw('/labels/user/public'), { colour: 'red' })).status).toBe(400);
+    // Removing all: labels off every operation, then every user label.
+    await t.call('DELETE', gw('/operations/labels'));
+    expect((await t.call('GET', gw('/labels/managed/cf-add-cart?with_mapped_resource_counts=true'))).body.result.mapped_resources).toEqual({ operations: 0 });
+    const gone = [];
+    for await (const l of cf.apiGateway.labels.user.bulkDelete(z)) gone.push(l.name);
+    expect(gone).toEqual(['public']);
+    expect((await t.call('GET', gw('/labels?source=user'))).body.result).toEqual([]);
+    await t.call('DELETE', gw('/operations'), { operation_ids: [a, b, c] });
+  });
+});
+
 const ORDERS_SCHEMA = {
   openapi: '3.0.3',
   info: { title: 'orders', version: '1' },
