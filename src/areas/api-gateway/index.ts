@@ -36,7 +36,9 @@
  * Labels (labels.ts): user labels stored per zone, managed labels a fixed built-in set
  * (`MANAGED_LABELS`), attached to operations singly, in bulk, or per label
  * (`labels/{source}/{name}/resources/operation`); they classify only, the edge ignores them.
- * Not served: the deprecated `GET /schemas`.
+ * The deprecated `GET /schemas` renders the saved operations as OpenAPI documents, one per host
+ * (openapi.ts, shared with the discovery export); its `feature` and `include_schema_kind`
+ * filters are accepted and add nothing (no thresholds or learned schemas are kept).
  * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);

@@ -11,7 +11,7 @@ import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
 import { LABEL_NAME, type Label, type LabelSource } from './labels.ts';
-import { openapiOf } from './openapi.ts';
+import { openapiOf, openapiOfOperations } from './openapi.ts';
 import type { DiscoveryState, GatewayStore, Operation, Settings, TokenRule } from './store.ts';
 import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
 import type { UserSchema } from './store.ts';
@@ -168,6 +168,20 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'POST', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-add-operations-to-a-zone', summary: 'Add operations (a bare array, or {operations})', auth: edit, body: BulkOps, tags }, async (req) =>
     (await store.addOperations(zoneOf(req).id, Array.isArray(req.body) ? req.body : req.body.operations)).map(opView),
   );
+  // The deprecated export of the saved operations as OpenAPI (one document per host). Features
+  // and learned schemas are accepted and not rendered: Outpost keeps neither thresholds nor
+  // learned parameter schemas.
+  const many = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+  const SchemasQuery = z.object({
+    host: z.preprocess(many, z.array(z.string().min(1).max(253)).max(50)).optional(),
+    feature: z.preprocess(many, z.array(z.enum(['thresholds', 'parameter_schemas', 'schema_info', 'confidence_intervals'])).max(4)).optional(),
+    include_schema_kind: z.preprocess(many, z.array(z.literal('learned')).max(1)).optional(),
+  });
+  router.add({ method: 'GET', path: `${gw}/schemas`, operationId: 'api-shield-endpoint-management-retrieve-operations-and-features-as-open-api-schemas', summary: 'The saved operations as OpenAPI documents, one per host (optionally only the given hosts)', auth: read, query: SchemasQuery, tags }, async (req) => {
+    const hosts = req.query.host?.map((h) => h.toLowerCase());
+    const ops = (await store.listOperations(zoneOf(req).id)).filter((o) => !hosts || hosts.includes(o.host));
+    return { schemas: openapiOfOperations(ops, zoneOf(req).name), timestamp: ctx.clock.now().toISOString() };
+  });
   // Per-operation schema validation (the deprecated form): GET and PUT answer at the top level, as
   // the official client reads them; the bulk PATCH answers the map under `result`.
   router.add({ method: 'GET', path: `${gw}/operations/:operation_id/schema_validation`, operationId: 'api-shield-schema-validation-retrieve-operation-level-settings', summary: "An operation's schema validation action (null: the zone default applies)", auth: read, params: OP, tags }, async (req) =>

@@ -403,6 +403,39 @@ describe('labels', () => {
   });
 });
 
+describe('operations as OpenAPI schemas (deprecated export)', () => {
+  it('renders the saved operations per host, filters by host, and refuses bad filters', async () => {
+    const cf = sdk(t);
+    const added = (await t.call('POST', gw('/operations'), [
+      { method: 'GET', host: 'one.export.test', endpoint: '/users/{id}' },
+      { method: 'DELETE', host: 'one.export.test', endpoint: '/users/{id}' },
+      { method: 'POST', host: 'two.export.test', endpoint: '/items' },
+      { method: 'GET', host: 'three.export.test', endpoint: '/health' },
+    ])).body.result as { operation_id: string }[];
+    const all = await cf.apiGateway.schemas.list({ zone_id: zone.id });
+    expect(all.timestamp).toBeTruthy();
+    const docs = all.schemas as { servers: { url: string }[]; paths: Record<string, Record<string, { operationId: string; parameters?: unknown[] }>> }[];
+    const one = docs.find((d) => d.servers[0].url === 'https://one.export.test')!;
+    expect(Object.keys(one.paths['/users/{var1}']).sort()).toEqual(['delete', 'get']);
+    expect(one.paths['/users/{var1}'].get.operationId).toBe(added[0].operation_id);
+    expect(one.paths['/users/{var1}'].get.parameters).toEqual([{ name: 'var1', in: 'path', required: true, schema: { type: 'string' } }]);
+    for (const doc of docs) {
+      const res = await new Validator().validate(doc);
+      expect(res.errors ?? []).toEqual([]);
+    }
+    const some = await cf.apiGateway.schemas.list({ zone_id: zone.id, host: ['two.export.test', 'three.export.test'], feature: ['thresholds'] });
+    expect((some.schemas as { servers: { url: string }[] }[]).map((d) => d.servers[0].url).sort()).toEqual(['https://three.export.test', 'https://two.export.test']);
+    const raw = await t.call('GET', gw('/schemas?host=two.export.test'));
+    expect(raw.body.result.schemas.map((d: { servers: { url: string }[] }) => d.servers[0].url)).toEqual(['https://two.export.test']);
+    const badFeature = await t.call('GET', gw('/schemas?feature=everything'));
+    expect(badFeature.status).toBe(400);
+    expect(badFeature.body.errors[0].message).toContain('feature');
+    expect((await t.call('GET', gw('/schemas?include_schema_kind=guessed'))).status).toBe(400);
+    expect((await t.call('GET', '/zones/00000000000000000000000000000000/api_gateway/schemas')).status).toBe(404);
+    await t.call('DELETE', gw('/operations'), { operation_ids: added.map((o) => o.operation_id) });
+  });
+});
+
 const ORDERS_SCHEMA = {
   openapi: '3.0.3',
   info: { title: 'orders', version: '1' },
