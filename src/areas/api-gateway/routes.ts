@@ -30,7 +30,7 @@ const State = z.enum(['review', 'saved', 'ignored']);
 const StateMap = z.record(z.string().uuid(), z.object({ state: State.optional() }));
 const BulkStates = z.union([z.object({ operation_ids: StateMap }), StateMap]);
 const MitigationAction = z.enum(['log', 'block', 'none']).nullable();
-const MitigationMap = z.record(z.string().uuid('must be an operation id (a UUID)'), z.object({ mitigation_action: MitigationAction.optional() }).strict());
+const MitigationMap = z.record(z.string(), z.object({ mitigation_action: MitigationAction.optional() }).strict());
 // The official client sends the map itself; the documented form wraps it in settings_multiple_request.
 const BulkMitigations = z.preprocess((v) => (v && typeof v === 'object' && 'settings_multiple_request' in v ? (v as { settings_multiple_request: unknown }).settings_multiple_request : v), MitigationMap);
 const LabelName = z.string().regex(LABEL_NAME, 'must be 1 to 64 letters, digits, ".", "_", ":" or "-"');
@@ -195,6 +195,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'PATCH', path: `${gw}/operations/schema_validation`, operationId: 'api-shield-schema-validation-update-multiple-operation-level-settings', summary: 'Set the schema validation action of several operations ({operation_id: {mitigation_action}}, bare or under settings_multiple_request; all or none)', auth: edit, body: BulkMitigations, tags }, async (req) => {
     const map = req.body;
     if (Object.keys(map).length === 0) throw apiError('api_gateway_invalid', 'settings_multiple_request: name at least one operation');
+    for (const id of Object.keys(map)) if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw apiError('api_gateway_invalid', `settings_multiple_request: ${JSON.stringify(id)} is not an operation id (a UUID)`);
     return store.setOperationMitigations(zoneOf(req).id, Object.fromEntries(Object.entries(map).map(([id, v]) => [id, v.mitigation_action ?? null])));
   });
   router.add({ method: 'DELETE', path: `${gw}/operations/:operation_id`, operationId: 'api-shield-endpoint-management-delete-an-operation', summary: 'Delete an operation', auth: edit, params: OP, tags }, async (req) => {

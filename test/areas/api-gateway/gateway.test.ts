@@ -3,8 +3,9 @@
  * forms, templating, de-duplication), token validation in both forms enforced with JWTs signed by
  * a test key set (valid, expired, not yet valid, wrong key, missing; block and log), rule fields and
  * functions in custom rules, GraphQL limits, discovery from traffic with its OpenAPI export checked
- * by an OpenAPI validator, session identifiers and authentication posture, bad input, and the
- * official client's `apiGateway.*` and `tokenValidation.*`.
+ * by an OpenAPI validator, session identifiers and authentication posture, per-operation schema
+ * validation actions at the edge, labels, the OpenAPI export of saved operations, bad input, and
+ * the official client's `apiGateway.*` and `tokenValidation.*`.
  */
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -578,6 +579,9 @@ describe('user schemas and BOLA', () => {
     expect(badBulk.status).toBe(400);
     expect(badBulk.body.errors[0].message).toContain('mitigation_action');
     expect((await t.call('PATCH', gw('/operations/schema_validation'), {})).status).toBe(400);
+    const notId = await t.call('PATCH', gw('/operations/schema_validation'), { 'orders-by-id': { mitigation_action: 'log' } });
+    expect(notId.status).toBe(400);
+    expect(notId.body.errors[0].message).toContain('orders-by-id');
     // Back to the state the next test expects.
     await cf.apiGateway.operations.schemaValidation.edit({ zone_id: zone.id, settings_multiple_request: { [create.operation_id]: { mitigation_action: null } } });
     await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
