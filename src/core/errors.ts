@@ -311,6 +311,8 @@ export const CODES = {
   token_config_not_found: { code: 10406, status: 404, message: 'Token validation configuration {0} not found in this zone' },
   token_rule_not_found: { code: 10407, status: 404, message: 'Token validation rule {0} not found in this zone' },
   user_schema_not_found: { code: 10408, status: 404, message: 'Schema {0} not found in this zone' },
+  api_gateway_label_not_found: { code: 10409, status: 404, message: 'Label {0} not found in this zone' },
+  api_gateway_label_exists: { code: 10410, status: 409, message: 'A user label named {0} already exists in this zone' },
   // --- pipelines (streams, sinks, pipelines, ingestion) -----------------------------------------
   pipelines_invalid: { code: 1001, status: 400, message: '{0}' },
   pipelines_sql_invalid: { code: 1002, status: 400, message: 'Invalid pipeline SQL: {0}' },

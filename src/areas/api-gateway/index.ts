@@ -29,8 +29,16 @@
  * Also served as the official client sends them: `PATCH …/credentials` (symmetric keys without
  * `k` keep their stored material), token rules `/bulk` (POST, PATCH), `PATCH
  * settings/schema_validation` (its override `none` skips validation), `user_schemas/hosts`,
- * `user_schemas/{id}/operations`, `expression-template/fallthrough`. Not served: labels,
- * per-operation schema validation settings, the deprecated `GET /schemas`.
+ * `user_schemas/{id}/operations`, `expression-template/fallthrough`, per-operation schema
+ * validation settings (`operations/{id}/schema_validation` GET/PUT answered at the top level,
+ * bulk PATCH `operations/schema_validation` bare or under `settings_multiple_request`; the
+ * operation's `log`/`block` replaces the zone default, `none` skips it, null defers to the zone).
+ * Labels (labels.ts): user labels stored per zone, managed labels a fixed built-in set
+ * (`MANAGED_LABELS`), attached to operations singly, in bulk, or per label
+ * (`labels/{source}/{name}/resources/operation`); they classify only, the edge ignores them.
+ * The deprecated `GET /schemas` renders the saved operations as OpenAPI documents, one per host
+ * (openapi.ts, shared with the discovery export); its `feature` and `include_schema_kind`
+ * filters are accepted and add nothing (no thresholds or learned schemas are kept).
  * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);

@@ -13,7 +13,7 @@ import { bufferBody } from './body.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { compileTemplate, METHODS, normalisePath, type HttpMethod, type TemplateMatcher } from './endpoints.ts';
 import { GRAPHQL_MAX_BODY, isGraphqlCandidate, measureGraphql } from './graphql.ts';
-import type { GatewayStore, Operation, Settings, TokenRule, UserSchema } from './store.ts';
+import { opKey, type GatewayStore, type Mitigation, type Operation, type Settings, type TokenRule, type UserSchema } from './store.ts';
 import { BolaTracker, pollutes } from './bola.ts';
 import { compileOpenApi, parseOpenApi, violates, type SchemaOperation } from './schemas.ts';
 import { TokenVerifier } from './tokens.ts';
@@ -25,6 +25,8 @@ interface ZoneGateway {
   operations: { op: Operation; matcher: TemplateMatcher }[];
   hostsWithOperations: Set<string>;
   schemaOps: { schema: UserSchema; op: SchemaOperation }[];
+  /** Per-operation schema validation actions, by `opKey` (operations without one are absent). */
+  mitigations: Map<string, Mitigation>;
 }
 
 /** Bodies up to this size are read for schema validation; larger ones pass unread. */
@@ -144,6 +146,7 @@ export class GatewayPhase {
         }),
       operations: operations.map((op) => ({ op, matcher: compileTemplate(op.endpoint) })),
       hostsWithOperations: new Set(operations.map((o) => o.host)),
+      mitigations: new Map(operations.flatMap((o) => (o.mitigation_action ? [[opKey(o), o.mitigation_action] as const] : []))),
     };
   }
 
@@ -216,12 +219,14 @@ export class GatewayPhase {
         const values = op.matcher.match(path);
         if (!values) continue;
         const query = new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
-        if (schema.validation_enabled && z.settings.schema_validation.validation_override_mitigation_action !== 'none') {
+        // The operation's own action (when set) replaces the zone default; `none` skips validation.
+        const action = z.mitigations.get(opKey(op)) ?? z.settings.schema_validation.validation_default_mitigation_action;
+        const skip = z.settings.schema_validation.validation_override_mitigation_action === 'none' || z.mitigations.get(opKey(op)) === 'none';
+        if (schema.validation_enabled && !skip) {
           const declared = Number(er.req.headers['content-length']);
           const body = op.body && /json/i.test(contentType) ? await bufferBody(er, SCHEMA_MAX_BODY) : undefined;
           const bad = violates(op, values, query, contentType, body, declared);
           setField(er, 'cf.api_gateway.request_violates_schema', bad);
-          const action = z.settings.schema_validation.validation_default_mitigation_action;
           if (bad && action !== 'none') {
             er.matchedRules.push(`api_gateway:schema:${schema.schema_id}`);
             if (action === 'block') {

@@ -10,12 +10,15 @@ import { validateRule } from '../../edge/rules/index.ts';
 import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
 import { OperationInput } from './endpoints.ts';
-import { openapiOf } from './openapi.ts';
-import type { DiscoveryState, GatewayStore, Settings, TokenRule } from './store.ts';
+import { LABEL_NAME, type Label, type LabelSource } from './labels.ts';
+import { openapiOf, openapiOfOperations } from './openapi.ts';
+import type { DiscoveryState, GatewayStore, Operation, Settings, TokenRule } from './store.ts';
 import { compileOpenApi, parseOpenApi, schemaHosts } from './schemas.ts';
 import type { UserSchema } from './store.ts';
 import { checkKeys, checkSources, headerSource, parseJwksText, publicView } from './tokens.ts';
 
+/** An operation as the API shows it (its schema validation action has its own endpoints). */
+const opView = ({ mitigation_action: _m, labels: _l, ...op }: Operation) => op;
 const zoneOf = (req: Req<unknown, unknown>) => req.resolved.zone_id as Zone;
 const bare = (extra: Record<string, unknown> = {}) => raw(Response.json({ errors: [], messages: [], success: true, ...extra }));
 
@@ -26,6 +29,24 @@ const State = z.enum(['review', 'saved', 'ignored']);
 // The official client's map allows an entry without a state (it leaves the state as it is).
 const StateMap = z.record(z.string().uuid(), z.object({ state: State.optional() }));
 const BulkStates = z.union([z.object({ operation_ids: StateMap }), StateMap]);
+const MitigationAction = z.enum(['log', 'block', 'none']).nullable();
+const MitigationMap = z.record(z.string(), z.object({ mitigation_action: MitigationAction.optional() }).strict());
+// The official client sends the map itself; the documented form wraps it in settings_multiple_request.
+const BulkMitigations = z.preprocess((v) => (v && typeof v === 'object' && 'settings_multiple_request' in v ? (v as { settings_multiple_request: unknown }).settings_multiple_request : v), MitigationMap);
+const LabelName = z.string().regex(LABEL_NAME, 'must be 1 to 64 letters, digits, ".", "_", ":" or "-"');
+const LabelNames = z.array(LabelName).max(100);
+const LabelFields = { description: z.string().max(500).optional(), metadata: z.unknown().optional() };
+const Counts = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.enum(['true', 'false']).transform((v) => v === 'true')).optional();
+const LabelsQuery = ListPage.extend({
+  source: z.enum(['user', 'managed']).optional(),
+  filter: z.string().max(200).optional(),
+  order: z.enum(['name', 'description', 'created_at', 'last_updated', 'mapped_resources.operations']).optional(),
+  direction: z.enum(['asc', 'desc']).optional(),
+  with_mapped_resource_counts: Counts,
+});
+const OpSelector = z.object({ include: z.object({ operation_ids: z.array(z.string().uuid('must be operation ids (UUIDs)')).min(1).max(1000) }).strict() }).strict();
+const OperationLabelsBody = z.object({ user: LabelNames.optional(), managed: LabelNames.optional() }).strict();
+const BulkLabelsBody = z.object({ selector: OpSelector, user: z.object({ labels: LabelNames.optional() }).strict().optional(), managed: z.object({ labels: LabelNames.optional() }).strict().optional() }).strict();
 const Characteristic = z.object({ type: z.enum(['header', 'cookie', 'jwt']), name: z.string().min(1).max(128) });
 const ConfigurationBody = z.object({ auth_id_characteristics: z.array(Characteristic).max(10) });
 const Limit = z.number().int().min(1, 'must be at least 1').max(1_000_000).nullable();
@@ -72,19 +93,111 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   const CFG = { config_id: 'uuid' } as const;
   const RULE = { rule_id: 'uuid' } as const;
 
+  // --- labels (registered before `operations/:operation_id`, whose segment they share) ---------
+  const LABEL = { name: 'any' } as const;
+  const labelName = (name: string) => {
+    if (!LABEL_NAME.test(name)) throw apiError('api_gateway_invalid', `name: ${JSON.stringify(name)} is not a label name (1 to 64 letters, digits, ".", "_", ":" or "-")`);
+    return name;
+  };
+  type Counted = Label & { mapped_resources?: { operations: number } };
+  const sortLabels = (list: Counted[], order: string | undefined, direction: 'asc' | 'desc' | undefined) => {
+    if (!order) return list;
+    const key = (l: Counted) => (order === 'mapped_resources.operations' ? (l.mapped_resources?.operations ?? 0) : String(l[order as keyof Label]));
+    const sign = direction === 'desc' ? -1 : 1;
+    return [...list].sort((a, b) => (key(a) < key(b) ? -sign : key(a) > key(b) ? sign : 0));
+  };
+  router.add({ method: 'GET', path: `${gw}/labels`, operationId: 'api-shield-labels-list', summary: 'List managed and user labels (filter: substring of name or description)', auth: read, query: LabelsQuery, tags }, async (req) => {
+    const q = req.query;
+    const order = q.order === 'mapped_resources.operations' || q.with_mapped_resource_counts;
+    let list: Counted[] = await store.listLabels(zoneOf(req).id, Boolean(order));
+    if (q.source) list = list.filter((l) => l.source === q.source);
+    if (q.filter) list = list.filter((l) => l.name.includes(q.filter!) || l.description.includes(q.filter!));
+    list = sortLabels(list, q.order, q.direction);
+    if (!q.with_mapped_resource_counts) list = list.map(({ mapped_resources: _r, ...l }) => l);
+    return pageOf(list, q);
+  });
+  const getLabel = (source: LabelSource) => async (req: Req<undefined, { with_mapped_resource_counts?: boolean }>) => {
+    const label: Counted = await store.getLabel(zoneOf(req).id, source, labelName(req.params.name), req.query.with_mapped_resource_counts ?? false);
+    return label;
+  };
+  router.add({ method: 'GET', path: `${gw}/labels/managed/:name`, operationId: 'api-shield-labels-managed-get', summary: 'Get a managed label', auth: read, params: LABEL, query: z.object({ with_mapped_resource_counts: Counts }), tags }, getLabel('managed'));
+  router.add({ method: 'GET', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-get', summary: 'Get a user label', auth: read, params: LABEL, query: z.object({ with_mapped_resource_counts: Counts }), tags }, getLabel('user'));
+  router.add({ method: 'POST', path: `${gw}/labels/user`, operationId: 'api-shield-labels-user-create', summary: 'Create user labels ([{name, description?, metadata?}], all or none)', auth: edit, body: z.array(z.object({ name: LabelName, ...LabelFields }).strict()).min(1).max(100), tags }, async (req) =>
+    store.createUserLabels(zoneOf(req).id, req.body),
+  );
+  router.add({ method: 'PUT', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-update', summary: "Replace a user label's description and metadata", auth: edit, params: LABEL, body: z.object(LabelFields).strict(), tags }, async (req) =>
+    store.editUserLabel(zoneOf(req).id, labelName(req.params.name), req.body, true),
+  );
+  router.add({ method: 'PATCH', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-edit', summary: "Change a user label's description or metadata", auth: edit, params: LABEL, body: z.object(LabelFields).strict(), tags }, async (req) =>
+    store.editUserLabel(zoneOf(req).id, labelName(req.params.name), req.body, false),
+  );
+  router.add({ method: 'DELETE', path: `${gw}/labels/user/:name`, operationId: 'api-shield-labels-user-delete', summary: 'Delete a user label (it leaves every operation)', auth: edit, params: LABEL, tags }, async (req) =>
+    (await store.deleteUserLabels(zoneOf(req).id, labelName(req.params.name)))[0],
+  );
+  router.add({ method: 'DELETE', path: `${gw}/labels/user`, operationId: 'api-shield-labels-user-delete-all', summary: 'Delete every user label of the zone', auth: edit, tags }, async (req) => store.deleteUserLabels(zoneOf(req).id));
+  for (const source of ['user', 'managed'] as const) {
+    router.add({ method: 'PUT', path: `${gw}/labels/${source}/:name/resources/operation`, operationId: `api-shield-labels-${source}-operations-replace`, summary: `Set exactly which operations carry a ${source} label`, auth: edit, params: LABEL, body: z.object({ selector: OpSelector }).strict(), tags }, async (req) =>
+      store.setLabelOperations(zoneOf(req).id, source, labelName(req.params.name), req.body.selector.include.operation_ids),
+    );
+  }
+  const bulkLabels = (mode: 'add' | 'replace') => async (req: Req<z.infer<typeof BulkLabelsBody>, unknown>) =>
+    store.labelOperations(zoneOf(req).id, req.body.selector.include.operation_ids, { user: req.body.user?.labels, managed: req.body.managed?.labels }, mode);
+  router.add({ method: 'POST', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-add', summary: 'Attach labels to several operations', auth: edit, body: BulkLabelsBody, tags }, bulkLabels('add'));
+  router.add({ method: 'PUT', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-replace', summary: 'Replace the labels of several operations', auth: edit, body: BulkLabelsBody, tags }, bulkLabels('replace'));
+  router.add({ method: 'DELETE', path: `${gw}/operations/labels`, operationId: 'api-shield-operations-labels-bulk-remove', summary: 'Remove every label from every operation of the zone', auth: edit, tags }, async (req) =>
+    store.labelOperations(zoneOf(req).id, undefined, {}, 'remove_all'),
+  );
+  const opLabels = (mode: 'add' | 'replace') => async (req: Req<z.infer<typeof OperationLabelsBody>, unknown>) =>
+    (await store.labelOperations(zoneOf(req).id, [req.params.operation_id], req.body, mode))[0];
+  router.add({ method: 'POST', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-add', summary: 'Attach labels ({user, managed} names) to an operation', auth: edit, params: OP, body: OperationLabelsBody, tags }, opLabels('add'));
+  router.add({ method: 'PUT', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-replace', summary: 'Replace the labels of an operation', auth: edit, params: OP, body: OperationLabelsBody, tags }, opLabels('replace'));
+  router.add({ method: 'DELETE', path: `${gw}/operations/:operation_id/labels`, operationId: 'api-shield-operation-labels-remove', summary: 'Remove every label from an operation', auth: edit, params: OP, tags }, async (req) =>
+    (await store.labelOperations(zoneOf(req).id, [req.params.operation_id], {}, 'remove_all'))[0],
+  );
+
   // --- operations ----------------------------------------------------------------------------
   router.add({ method: 'GET', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-retrieve-information-about-all-operations-on-a-zone', summary: 'List operations', auth: read, query: OpsPage, tags }, async (req) =>
-    pageOf(await store.listOperations(zoneOf(req).id), req.query),
+    pageOf((await store.listOperations(zoneOf(req).id)).map(opView), req.query),
   );
   router.add({ method: 'GET', path: `${gw}/operations/:operation_id`, operationId: 'api-shield-endpoint-management-retrieve-information-about-an-operation', summary: 'Get an operation', auth: read, params: OP, tags }, async (req) =>
-    store.getOperation(zoneOf(req).id, req.params.operation_id),
+    opView(await store.getOperation(zoneOf(req).id, req.params.operation_id)),
   );
   router.add({ method: 'POST', path: `${gw}/operations/item`, operationId: 'api-shield-endpoint-management-add-operation-to-a-zone', summary: 'Add one operation', auth: edit, body: OperationInput, tags }, async (req) =>
-    (await store.addOperations(zoneOf(req).id, [req.body]))[0],
+    opView((await store.addOperations(zoneOf(req).id, [req.body]))[0]),
   );
   router.add({ method: 'POST', path: `${gw}/operations`, operationId: 'api-shield-endpoint-management-add-operations-to-a-zone', summary: 'Add operations (a bare array, or {operations})', auth: edit, body: BulkOps, tags }, async (req) =>
-    store.addOperations(zoneOf(req).id, Array.isArray(req.body) ? req.body : req.body.operations),
+    (await store.addOperations(zoneOf(req).id, Array.isArray(req.body) ? req.body : req.body.operations)).map(opView),
   );
+  // The deprecated export of the saved operations as OpenAPI (one document per host). Features
+  // and learned schemas are accepted and not rendered: Outpost keeps neither thresholds nor
+  // learned parameter schemas.
+  const many = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
+  const SchemasQuery = z.object({
+    host: z.preprocess(many, z.array(z.string().min(1).max(253)).max(50)).optional(),
+    feature: z.preprocess(many, z.array(z.enum(['thresholds', 'parameter_schemas', 'schema_info', 'confidence_intervals'])).max(4)).optional(),
+    include_schema_kind: z.preprocess(many, z.array(z.literal('learned')).max(1)).optional(),
+  });
+  router.add({ method: 'GET', path: `${gw}/schemas`, operationId: 'api-shield-endpoint-management-retrieve-operations-and-features-as-open-api-schemas', summary: 'The saved operations as OpenAPI documents, one per host (optionally only the given hosts)', auth: read, query: SchemasQuery, tags }, async (req) => {
+    const hosts = req.query.host?.map((h) => h.toLowerCase());
+    const ops = (await store.listOperations(zoneOf(req).id)).filter((o) => !hosts || hosts.includes(o.host));
+    return { schemas: openapiOfOperations(ops, zoneOf(req).name), timestamp: ctx.clock.now().toISOString() };
+  });
+  // Per-operation schema validation (the deprecated form): GET and PUT answer at the top level, as
+  // the official client reads them; the bulk PATCH answers the map under `result`.
+  router.add({ method: 'GET', path: `${gw}/operations/:operation_id/schema_validation`, operationId: 'api-shield-schema-validation-retrieve-operation-level-settings', summary: "An operation's schema validation action (null: the zone default applies)", auth: read, params: OP, tags }, async (req) =>
+    bare(await store.operationMitigation(zoneOf(req).id, req.params.operation_id)),
+  );
+  router.add({ method: 'PUT', path: `${gw}/operations/:operation_id/schema_validation`, operationId: 'api-shield-schema-validation-update-operation-level-settings', summary: "Set an operation's schema validation action (log, block, none skips validation, null defers to the zone)", auth: edit, params: OP, body: z.object({ mitigation_action: MitigationAction.optional() }).strict(), tags }, async (req) => {
+    const zoneId = zoneOf(req).id;
+    await store.setOperationMitigations(zoneId, { [req.params.operation_id]: req.body.mitigation_action ?? null });
+    return bare(await store.operationMitigation(zoneId, req.params.operation_id));
+  });
+  router.add({ method: 'PATCH', path: `${gw}/operations/schema_validation`, operationId: 'api-shield-schema-validation-update-multiple-operation-level-settings', summary: 'Set the schema validation action of several operations ({operation_id: {mitigation_action}}, bare or under settings_multiple_request; all or none)', auth: edit, body: BulkMitigations, tags }, async (req) => {
+    const map = req.body;
+    if (Object.keys(map).length === 0) throw apiError('api_gateway_invalid', 'settings_multiple_request: name at least one operation');
+    for (const id of Object.keys(map)) if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw apiError('api_gateway_invalid', `settings_multiple_request: ${JSON.stringify(id)} is not an operation id (a UUID)`);
+    return store.setOperationMitigations(zoneOf(req).id, Object.fromEntries(Object.entries(map).map(([id, v]) => [id, v.mitigation_action ?? null])));
+  });
   router.add({ method: 'DELETE', path: `${gw}/operations/:operation_id`, operationId: 'api-shield-endpoint-management-delete-an-operation', summary: 'Delete an operation', auth: edit, params: OP, tags }, async (req) => {
     await store.deleteOperation(zoneOf(req).id, req.params.operation_id);
     return bare();

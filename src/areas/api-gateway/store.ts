@@ -11,6 +11,7 @@ import { uuid } from '../../core/ids.ts';
 import { defineCollection } from '../../core/storage/collection.ts';
 import type { Database, Executor } from '../../core/storage/db.ts';
 import { lockScope } from '../../core/storage/locks.ts';
+import { MANAGED_LABELS, type Label, type LabelSource, type OperationLabels } from './labels.ts';
 import { templateEndpoint, type HttpMethod, type OperationInput } from './endpoints.ts';
 
 export interface Operation {
@@ -20,6 +21,13 @@ export interface Operation {
   endpoint: string;
   last_updated: string;
   features?: Record<string, unknown>;
+  /**
+   * The operation's own schema validation action (the deprecated per-operation settings):
+   * `log`/`block` replace the zone default, `none` skips validation, absent/null defers to the zone.
+   */
+  mitigation_action?: Mitigation | null;
+  /** Names of the labels attached to the operation. */
+  labels?: OperationLabels;
 }
 
 export type DiscoveryState = 'review' | 'saved' | 'ignored';
@@ -109,7 +117,14 @@ const settingsDocs = defineCollection<Settings>({ kind: 'api_gateway_settings' }
 const tokenConfigs = defineCollection<TokenConfig>({ kind: 'token_validation_config' });
 const tokenRules = defineCollection<TokenRule>({ kind: 'token_validation_rule' });
 const schemas = defineCollection<UserSchema>({ kind: 'api_gateway_user_schema' });
+const userLabels = defineCollection<Label>({ kind: 'api_gateway_label' });
 const SETTINGS_ID = 'settings';
+
+/** An operation with its labels resolved (as the label endpoints answer). */
+export type LabelledOperation = Omit<Operation, 'labels' | 'mitigation_action'> & { labels: Label[] };
+
+/** How label names given for operations combine with those already there. */
+export type LabelMode = 'add' | 'replace' | 'remove_all';
 
 export function opKey(o: { method: string; host: string; endpoint: string }): string {
   return `${o.method} ${o.host.toLowerCase()} ${o.endpoint}`;
@@ -186,6 +201,148 @@ export class GatewayStore {
       for (const id of ids) await operations.delete(tx, zoneId, id);
       return ids.length;
     });
+  }
+
+  /** The operation's schema validation action (null: the zone's default applies). */
+  async operationMitigation(zoneId: string, id: string): Promise<{ operation_id: string; mitigation_action: Mitigation | null }> {
+    const op = await this.getOperation(zoneId, id);
+    return { operation_id: op.operation_id, mitigation_action: op.mitigation_action ?? null };
+  }
+
+  /** Sets the schema validation action of several operations at once; every id must exist (all or none). */
+  async setOperationMitigations(zoneId: string, actions: Record<string, Mitigation | null>): Promise<Record<string, { mitigation_action: Mitigation | null }>> {
+    return this.write(zoneId, async (tx) => {
+      const docs = [];
+      for (const id of Object.keys(actions)) {
+        const doc = await operations.get(tx, zoneId, id);
+        if (!doc) throw apiError('api_gateway_operation_not_found', id);
+        docs.push(doc);
+      }
+      const now = this.clock.now();
+      const out: Record<string, { mitigation_action: Mitigation | null }> = {};
+      for (const doc of docs) {
+        const action = actions[doc.id];
+        await operations.update(tx, doc, { ...doc.body, mitigation_action: action, last_updated: now.toISOString() }, now);
+        out[doc.id] = { mitigation_action: action };
+      }
+      return out;
+    });
+  }
+
+  // --- labels -------------------------------------------------------------------------------
+
+  /** Managed then user labels; `mapped_resources.operations` counts the operations carrying each. */
+  async listLabels(zoneId: string, withCounts = false): Promise<(Label & { mapped_resources?: { operations: number } })[]> {
+    const users = (await userLabels.all(this.database.db, zoneId)).sort(byCreation).map((d) => d.body);
+    const all = [...MANAGED_LABELS, ...users];
+    if (!withCounts) return all;
+    const ops = await this.listOperations(zoneId);
+    return all.map((l) => ({ ...l, mapped_resources: { operations: ops.filter((o) => (o.labels?.[l.source] ?? []).includes(l.name)).length } }));
+  }
+
+  async getLabel(zoneId: string, source: LabelSource, name: string, withCounts = false): Promise<Label & { mapped_resources?: { operations: number } }> {
+    const label = (await this.listLabels(zoneId, withCounts)).find((l) => l.source === source && l.name === name);
+    if (!label) throw apiError('api_gateway_label_not_found', `${source}/${name}`);
+    return label;
+  }
+
+  /** Creates user labels (all or none); a name already taken is a conflict. */
+  async createUserLabels(zoneId: string, inputs: { name: string; description?: string; metadata?: unknown }[]): Promise<Label[]> {
+    return this.write(zoneId, async (tx) => {
+      const now = this.clock.now();
+      const out: Label[] = [];
+      for (const [i, input] of inputs.entries()) {
+        if ((await userLabels.get(tx, zoneId, input.name)) || inputs.findIndex((o) => o.name === input.name) !== i) throw apiError('api_gateway_label_exists', input.name);
+        // One millisecond apart, so the list (ordered by creation) keeps the request's order.
+        const at = new Date(now.getTime() + i);
+        const label: Label = { name: input.name, description: input.description ?? '', metadata: input.metadata ?? {}, source: 'user', created_at: at.toISOString(), last_updated: at.toISOString() };
+        await userLabels.insert(tx, zoneId, label.name, label, at);
+        out.push(label);
+      }
+      return out;
+    });
+  }
+
+  /** Changes a user label's description and metadata (`replace`: fields left out are reset). */
+  async editUserLabel(zoneId: string, name: string, patch: { description?: string; metadata?: unknown }, replace: boolean): Promise<Label> {
+    return this.write(zoneId, async (tx) => {
+      const doc = await userLabels.get(tx, zoneId, name);
+      if (!doc) throw apiError('api_gateway_label_not_found', `user/${name}`);
+      const now = this.clock.now();
+      const base = replace ? { description: '', metadata: {} } : {};
+      const next: Label = { ...doc.body, ...base, ...strip(patch), last_updated: now.toISOString() };
+      return (await userLabels.update(tx, doc, next, now)).body;
+    });
+  }
+
+  /** Deletes the named user label, or every user label of the zone, and detaches them from operations. */
+  async deleteUserLabels(zoneId: string, name?: string): Promise<Label[]> {
+    return this.write(zoneId, async (tx) => {
+      const docs = name === undefined ? await userLabels.all(tx, zoneId) : [await userLabels.get(tx, zoneId, name)];
+      if (docs.some((d) => !d)) throw apiError('api_gateway_label_not_found', `user/${name}`);
+      const names = new Set(docs.map((d) => d!.body.name));
+      const now = this.clock.now();
+      for (const op of await operations.all(tx, zoneId)) {
+        const user = op.body.labels?.user ?? [];
+        if (user.some((n) => names.has(n))) await operations.update(tx, op, { ...op.body, labels: { user: user.filter((n) => !names.has(n)), managed: op.body.labels?.managed ?? [] } }, now);
+      }
+      for (const d of docs) await userLabels.delete(tx, zoneId, d!.id);
+      return docs.map((d) => d!.body);
+    });
+  }
+
+  /**
+   * Attaches (`add`), sets (`replace`) or removes all (`remove_all`) labels on operations, in one
+   * transaction: every operation must exist (404) and every label must exist (400 naming it).
+   * `ids` undefined means every operation of the zone.
+   */
+  async labelOperations(zoneId: string, ids: string[] | undefined, labels: Partial<OperationLabels>, mode: LabelMode): Promise<LabelledOperation[]> {
+    return this.write(zoneId, async (tx) => {
+      const known = await this.labelsIn(tx, zoneId);
+      for (const source of ['user', 'managed'] as const) {
+        for (const n of labels[source] ?? []) if (!known.has(`${source}/${n}`)) throw apiError('api_gateway_invalid', `${source}: label ${n} does not exist in this zone`);
+      }
+      const docs = ids === undefined ? (await operations.all(tx, zoneId)).sort(byCreation) : [];
+      for (const id of ids ?? []) {
+        const doc = await operations.get(tx, zoneId, id);
+        if (!doc) throw apiError('api_gateway_operation_not_found', id);
+        docs.push(doc);
+      }
+      const now = this.clock.now();
+      const out: LabelledOperation[] = [];
+      for (const doc of docs) {
+        const cur = doc.body.labels ?? { user: [], managed: [] };
+        const pick = (source: keyof OperationLabels) =>
+          mode === 'remove_all' ? [] : mode === 'replace' ? unique(labels[source] ?? []) : unique([...cur[source], ...(labels[source] ?? [])]);
+        const next: Operation = { ...doc.body, labels: { user: pick('user'), managed: pick('managed') }, last_updated: now.toISOString() };
+        await operations.update(tx, doc, next, now);
+        out.push(resolveLabels(next, known));
+      }
+      return out;
+    });
+  }
+
+  /** Makes the label carried by exactly the given operations (all must exist). */
+  async setLabelOperations(zoneId: string, source: LabelSource, name: string, ids: string[]): Promise<Label & { mapped_resources: { operations: number } }> {
+    await this.write(zoneId, async (tx) => {
+      if (!(await this.labelsIn(tx, zoneId)).has(`${source}/${name}`)) throw apiError('api_gateway_label_not_found', `${source}/${name}`);
+      for (const id of ids) if (!(await operations.get(tx, zoneId, id))) throw apiError('api_gateway_operation_not_found', id);
+      const wanted = new Set(ids);
+      const now = this.clock.now();
+      for (const doc of await operations.all(tx, zoneId)) {
+        const cur = doc.body.labels ?? { user: [], managed: [] };
+        const has = cur[source].includes(name);
+        if (has === wanted.has(doc.id)) continue;
+        const list = has ? cur[source].filter((n) => n !== name) : [...cur[source], name];
+        await operations.update(tx, doc, { ...doc.body, labels: { ...cur, [source]: list }, last_updated: now.toISOString() }, now);
+      }
+    });
+    return (await this.getLabel(zoneId, source, name, true)) as Label & { mapped_resources: { operations: number } };
+  }
+
+  private async labelsIn(tx: Executor, zoneId: string): Promise<Map<string, Label>> {
+    const users = (await userLabels.all(tx, zoneId)).map((d) => d.body);
+    return new Map([...MANAGED_LABELS, ...users].map((l) => [`${l.source}/${l.name}`, l]));
   }
 
   // --- discovery ----------------------------------------------------------------------------
@@ -441,6 +598,17 @@ export class GatewayStore {
       if (!(await tokenConfigs.get(tx, zoneId, id))) throw apiError('api_gateway_invalid', `expression names token validation configuration ${id}, which does not exist in this zone`);
     }
   }
+}
+
+function unique(names: string[]): string[] {
+  return [...new Set(names)];
+}
+
+/** The operation as the label endpoints show it: its labels in full, managed first. */
+export function resolveLabels(op: Operation, known: Map<string, Label>): LabelledOperation {
+  const { labels, mitigation_action: _m, ...rest } = op;
+  const names = [...(labels?.managed ?? []).map((n) => `managed/${n}`), ...(labels?.user ?? []).map((n) => `user/${n}`)];
+  return { ...rest, labels: names.flatMap((k) => (known.has(k) ? [known.get(k)!] : [])) };
 }
 
 function strip<T extends object>(o: T): Partial<T> {

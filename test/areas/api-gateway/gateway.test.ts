@@ -3,8 +3,9 @@
  * forms, templating, de-duplication), token validation in both forms enforced with JWTs signed by
  * a test key set (valid, expired, not yet valid, wrong key, missing; block and log), rule fields and
  * functions in custom rules, GraphQL limits, discovery from traffic with its OpenAPI export checked
- * by an OpenAPI validator, session identifiers and authentication posture, bad input, and the
- * official client's `apiGateway.*` and `tokenValidation.*`.
+ * by an OpenAPI validator, session identifiers and authentication posture, per-operation schema
+ * validation actions at the edge, labels, the OpenAPI export of saved operations, bad input, and
+ * the official client's `apiGateway.*` and `tokenValidation.*`.
  */
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -324,6 +325,118 @@ describe('discovery and authentication posture', () => {
   });
 });
 
+describe('labels', () => {
+  it('creates, edits and deletes user labels and attaches labels to operations (official client and raw)', async () => {
+    const cf = sdk(t);
+    const z = { zone_id: zone.id };
+    const [a, b, c] = (await t.call('POST', gw('/operations'), [
+      { method: 'GET', host: 'labels.gw.test', endpoint: '/login' },
+      { method: 'POST', host: 'labels.gw.test', endpoint: '/cart/{item}' },
+      { method: 'GET', host: 'labels.gw.test', endpoint: '/feed' },
+    ])).body.result.map((o: { operation_id: string }) => o.operation_id) as string[];
+    // The built-in managed labels are listed from the start.
+    const managed = await cf.apiGateway.labels.managed.get('cf-log-in', z);
+    expect(managed).toMatchObject({ name: 'cf-log-in', source: 'managed' });
+    const created = [];
+    for await (const l of cf.apiGateway.labels.user.bulkCreate({ ...z, body: [{ name: 'public', description: 'no login needed' }, { name: 'team:billing', metadata: { owner: 'billing' } }] })) created.push(l);
+    expect(created.map((l) => [l.name, l.source, l.description])).toEqual([['public', 'user', 'no login needed'], ['team:billing', 'user', '']]);
+    const listed = [];
+    for await (const l of cf.apiGateway.labels.list({ ...z, source: 'user' })) listed.push(l.name);
+    expect(listed).toEqual(['public', 'team:billing']);
+    expect((await cf.apiGateway.labels.user.edit('public', { ...z, description: 'open' })).description).toBe('open');
+    const replaced = await cf.apiGateway.labels.user.update('team:billing', { ...z, description: 'money' });
+    expect(replaced).toMatchObject({ description: 'money', metadata: {} });
+    // Attaching: one operation (add, then replace), several operations, and a label's operations.
+    const one = await cf.apiGateway.operations.labels.create(a, { ...z, user: ['public'], managed: ['cf-log-in'] });
+    expect(one.labels!.map((l) => `${l.source}/${l.name}`)).toEqual(['managed/cf-log-in', 'user/public']);
+    const swapped = await cf.apiGateway.operations.labels.update(a, { ...z, user: ['team:billing'] });
+    expect(swapped.labels!.map((l) => l.name)).toEqual(['team:billing']);
+    const bulk = [];
+    for await (const o of cf.apiGateway.operations.labels.bulkCreate({ ...z, selector: { include: { operation_ids: [b, c] } }, user: { labels: ['public'] }, managed: { labels: ['cf-add-cart'] } })) bulk.push(o);
+    expect(bulk.map((o) => o.labels!.length)).toEqual([2, 2]);
+    const carried = await cf.apiGateway.labels.user.resources.operation.update('public', { ...z, selector: { include: { operation_ids: [c] } } });
+    expect(carried).toMatchObject({ name: 'public', mapped_resources: { operations: 1 } });
+    expect(await cf.apiGateway.labels.user.get('public', { ...z, with_mapped_resource_counts: true })).toMatchObject({ mapped_resources: { operations: 1 } });
+    await cf.apiGateway.labels.managed.resources.operation.update('cf-rss-feed', { ...z, selector: { include: { operation_ids: [c] } } });
+    const counted = (await t.call('GET', gw('/labels?with_mapped_resource_counts=true&order=mapped_resources.operations&direction=desc&per_page=100'))).body.result;
+    expect(counted[0]).toMatchObject({ name: 'cf-add-cart', mapped_resources: { operations: 2 } });
+    // Operations keep their own view; deleting a user label takes it off every operation.
+    expect((await t.call('GET', gw(`/operations/${a}`))).body.result.labels).toBeUndefined();
+    expect(await cf.apiGateway.labels.user.delete('team:billing', z)).toMatchObject({ name: 'team:billing' });
+    const afterDelete = await cf.apiGateway.operations.labels.create(a, { ...z, managed: ['cf-sign-up'] });
+    expect(afterDelete.labels!.map((l) => l.name)).toEqual(['cf-sign-up']);
+    expect((await cf.apiGateway.operations.labels.delete(a, z)).labels).toEqual([]);
+    const replacedBulk = [];
+    for await (const o of cf.apiGateway.operations.labels.bulkUpdate({ ...z, selector: { include: { operation_ids: [b] } }, user: { labels: [] }, managed: { labels: ['cf-check-out'] } })) replacedBulk.push(o);
+    expect(replacedBulk[0].labels!.map((l) => l.name)).toEqual(['cf-check-out']);
+    // Bad input: names, unknown labels and ids (nothing written), unknown fields.
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const badName = await t.call('POST', gw('/labels/user'), [{ name: 'has space' }]);
+    expect(badName.status).toBe(400);
+    expect(badName.body.errors[0].message).toContain('name');
+    expect((await t.call('POST', gw('/labels/user'), [{ name: 'public' }])).status).toBe(409);
+    expect((await t.call('POST', gw('/labels/user'), { name: 'x' })).status).toBe(400);
+    expect((await t.call('GET', gw('/labels/user/nope'))).status).toBe(404);
+    expect((await t.call('GET', gw('/labels/managed/public'))).status).toBe(404);
+    expect((await t.call('PATCH', gw('/labels/user/nope'), { description: 'x' })).status).toBe(404);
+    expect((await t.call('DELETE', gw('/labels/user/nope'))).status).toBe(404);
+    const unknownLabel = await t.call('POST', gw(`/operations/${a}/labels`), { user: ['nope'] });
+    expect(unknownLabel.status).toBe(400);
+    expect(unknownLabel.body.errors[0].message).toContain('nope');
+    expect((await t.call('POST', gw(`/operations/${a}/labels`), { user: 'public' })).status).toBe(400);
+    expect((await t.call('POST', gw(`/operations/${missing}/labels`), { user: ['public'] })).status).toBe(404);
+    const partly = await t.call('POST', gw('/operations/labels'), { selector: { include: { operation_ids: [a, missing] } }, user: { labels: ['public'] } });
+    expect(partly.status).toBe(404);
+    expect((await t.call('GET', gw(`/labels/user/public?with_mapped_resource_counts=true`))).body.result.mapped_resources).toEqual({ operations: 1 });
+    const noSelector = await t.call('PUT', gw('/operations/labels'), { user: { labels: ['public'] } });
+    expect(noSelector.status).toBe(400);
+    expect(noSelector.body.errors[0].message).toContain('selector');
+    expect((await t.call('PUT', gw('/labels/user/public/resources/operation'), { selector: { include: { operation_ids: [missing] } } })).status).toBe(404);
+    expect((await t.call('PATCH', gw('/labels/user/public'), { colour: 'red' })).status).toBe(400);
+    // Removing all: labels off every operation, then every user label.
+    await t.call('DELETE', gw('/operations/labels'));
+    expect((await t.call('GET', gw('/labels/managed/cf-add-cart?with_mapped_resource_counts=true'))).body.result.mapped_resources).toEqual({ operations: 0 });
+    const gone = [];
+    for await (const l of cf.apiGateway.labels.user.bulkDelete(z)) gone.push(l.name);
+    expect(gone).toEqual(['public']);
+    expect((await t.call('GET', gw('/labels?source=user'))).body.result).toEqual([]);
+    await t.call('DELETE', gw('/operations'), { operation_ids: [a, b, c] });
+  });
+});
+
+describe('operations as OpenAPI schemas (deprecated export)', () => {
+  it('renders the saved operations per host, filters by host, and refuses bad filters', async () => {
+    const cf = sdk(t);
+    const added = (await t.call('POST', gw('/operations'), [
+      { method: 'GET', host: 'one.export.test', endpoint: '/users/{id}' },
+      { method: 'DELETE', host: 'one.export.test', endpoint: '/users/{id}' },
+      { method: 'POST', host: 'two.export.test', endpoint: '/items' },
+      { method: 'GET', host: 'three.export.test', endpoint: '/health' },
+    ])).body.result as { operation_id: string }[];
+    const all = await cf.apiGateway.schemas.list({ zone_id: zone.id });
+    expect(all.timestamp).toBeTruthy();
+    const docs = all.schemas as { servers: { url: string }[]; paths: Record<string, Record<string, { operationId: string; parameters?: unknown[] }>> }[];
+    const one = docs.find((d) => d.servers[0].url === 'https://one.export.test')!;
+    expect(Object.keys(one.paths['/users/{var1}']).sort()).toEqual(['delete', 'get']);
+    expect(one.paths['/users/{var1}'].get.operationId).toBe(added[0].operation_id);
+    expect(one.paths['/users/{var1}'].get.parameters).toEqual([{ name: 'var1', in: 'path', required: true, schema: { type: 'string' } }]);
+    for (const doc of docs) {
+      const res = await new Validator().validate(doc);
+      expect(res.errors ?? []).toEqual([]);
+    }
+    const some = await cf.apiGateway.schemas.list({ zone_id: zone.id, host: ['two.export.test', 'three.export.test'], feature: ['thresholds'] });
+    expect((some.schemas as { servers: { url: string }[] }[]).map((d) => d.servers[0].url).sort()).toEqual(['https://three.export.test', 'https://two.export.test']);
+    const raw = await t.call('GET', gw('/schemas?host=two.export.test'));
+    expect(raw.body.result.schemas.map((d: { servers: { url: string }[] }) => d.servers[0].url)).toEqual(['https://two.export.test']);
+    const badFeature = await t.call('GET', gw('/schemas?feature=everything'));
+    expect(badFeature.status).toBe(400);
+    expect(badFeature.body.errors[0].message).toContain('feature');
+    expect((await t.call('GET', gw('/schemas?include_schema_kind=guessed'))).status).toBe(400);
+    expect((await t.call('GET', '/zones/00000000000000000000000000000000/api_gateway/schemas')).status).toBe(404);
+    await t.call('DELETE', gw('/operations'), { operation_ids: added.map((o) => o.operation_id) });
+  });
+});
+
 const ORDERS_SCHEMA = {
   openapi: '3.0.3',
   info: { title: 'orders', version: '1' },
@@ -412,6 +525,66 @@ describe('user schemas and BOLA', () => {
     const listed = await t.call('GET', gw('/user_schemas?omit_source=true'));
     expect(listed.body.result[0].source).toBeUndefined();
     expect(listed.body.result[0].validation_enabled).toBe(false);
+  });
+
+  it('applies per-operation schema validation actions over the zone default (official client and raw)', async () => {
+    const cf = sdk(t);
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: true });
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'log' });
+    const ops = (await t.call('GET', gw('/operations?per_page=50'))).body.result as { operation_id: string; host: string; method: string; endpoint: string }[];
+    const byId = ops.find((o) => o.host === O && o.method === 'GET' && o.endpoint === '/orders/{var1}')!;
+    const create = ops.find((o) => o.host === O && o.method === 'POST' && o.endpoint === '/orders')!;
+    const json = { 'content-type': 'application/json' };
+    // The zone default is log: nothing is blocked.
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect(await cf.apiGateway.operations.schemaValidation.get(byId.operation_id, { zone_id: zone.id })).toMatchObject({ operation_id: byId.operation_id, mitigation_action: null });
+    // block on one operation only.
+    const set = await cf.apiGateway.operations.schemaValidation.update(byId.operation_id, { zone_id: zone.id, mitigation_action: 'block' });
+    expect(set).toMatchObject({ operation_id: byId.operation_id, mitigation_action: 'block' });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    expect((await send('/orders/5', { host: O })).status).toBe(200);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).status).toBe(200);
+    // The zone blocks; the bulk edit sets none (validation skipped) on one operation and block on the other.
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
+    const bulk = await cf.apiGateway.operations.schemaValidation.edit({ zone_id: zone.id, settings_multiple_request: { [byId.operation_id]: { mitigation_action: 'none' }, [create.operation_id]: { mitigation_action: 'block' } } });
+    expect(bulk).toEqual({ [byId.operation_id]: { mitigation_action: 'none' }, [create.operation_id]: { mitigation_action: 'block' } });
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    expect((await send('/orders', { host: O, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).status).toBe(403);
+    // none also skips the field, so a custom rule on it does not fire for that operation.
+    await custom([{ action: 'block', expression: `http.host eq "${O}" and edge.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } }]);
+    expect((await send('/orders/abc', { host: O })).status).toBe(200);
+    await custom([]);
+    // The documented wrapped form; null gives the operation back to the zone default (block).
+    const wrapped = await t.call('PATCH', gw('/operations/schema_validation'), { settings_multiple_request: { [byId.operation_id]: { mitigation_action: null } } });
+    expect(wrapped.status).toBe(200);
+    expect(wrapped.body.result).toEqual({ [byId.operation_id]: { mitigation_action: null } });
+    expect((await send('/orders/abc', { host: O })).status).toBe(403);
+    const got = await t.call('GET', gw(`/operations/${byId.operation_id}/schema_validation`));
+    expect(got.body).toMatchObject({ success: true, operation_id: byId.operation_id, mitigation_action: null });
+    // Operations do not show the action in their own view.
+    expect((await t.call('GET', gw(`/operations/${create.operation_id}`))).body.result.mitigation_action).toBeUndefined();
+    // Bad input: an unknown action, an unknown field, an unknown id (nothing written), an empty map.
+    const badAction = await t.call('PUT', gw(`/operations/${byId.operation_id}/schema_validation`), { mitigation_action: 'drop' });
+    expect(badAction.status).toBe(400);
+    expect(badAction.body.errors[0].message).toContain('mitigation_action');
+    expect((await t.call('PUT', gw(`/operations/${byId.operation_id}/schema_validation`), { action: 'block' })).status).toBe(400);
+    const missing = '00000000-0000-4000-8000-000000000000';
+    expect((await t.call('GET', gw(`/operations/${missing}/schema_validation`))).status).toBe(404);
+    expect((await t.call('PUT', gw(`/operations/${missing}/schema_validation`), { mitigation_action: 'log' })).status).toBe(404);
+    const partly = await t.call('PATCH', gw('/operations/schema_validation'), { [create.operation_id]: { mitigation_action: 'log' }, [missing]: { mitigation_action: 'log' } });
+    expect(partly.status).toBe(404);
+    expect(partly.body.errors[0].message).toContain(missing);
+    expect((await cf.apiGateway.operations.schemaValidation.get(create.operation_id, { zone_id: zone.id })).mitigation_action).toBe('block');
+    const badBulk = await t.call('PATCH', gw('/operations/schema_validation'), { settings_multiple_request: { [create.operation_id]: { mitigation_action: 'drop' } } });
+    expect(badBulk.status).toBe(400);
+    expect(badBulk.body.errors[0].message).toContain('mitigation_action');
+    expect((await t.call('PATCH', gw('/operations/schema_validation'), {})).status).toBe(400);
+    const notId = await t.call('PATCH', gw('/operations/schema_validation'), { 'orders-by-id': { mitigation_action: 'log' } });
+    expect(notId.status).toBe(400);
+    expect(notId.body.errors[0].message).toContain('orders-by-id');
+    // Back to the state the next test expects.
+    await cf.apiGateway.operations.schemaValidation.edit({ zone_id: zone.id, settings_multiple_request: { [create.operation_id]: { mitigation_action: null } } });
+    await t.call('PATCH', gw(`/user_schemas/${schemaId}`), { validation_enabled: false });
   });
 
   it('flags an enumerating session and parameter pollution once BOLA is on', async () => {
