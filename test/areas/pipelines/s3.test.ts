@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, signV4 } from '../../../src/areas/pipelines/sigv4.ts';
-import { startTestServer, type TestServer } from '../../support/server.ts';
+import { createServer } from 'node:net';
+import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
 
 describe('SigV4 signer', () => {
   it('matches the published GET object example', () => {
@@ -54,7 +55,7 @@ describe('r2 sink on an S3-compatible endpoint', () => {
   const a = () => `/accounts/${t.accountId}/pipelines/v1`;
 
   beforeAll(async () => {
-    s3 = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: 'good-bucket' }, { name: 'bad-bucket' }] });
+    s3 = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: 'good-bucket' }, { name: 'bad-bucket' }, { name: 'restart-bucket' }] });
     const addr = await s3.run();
     endpoint = `http://127.0.0.1:${addr.port}`;
     t = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint });
@@ -124,5 +125,49 @@ describe('r2 sink on an S3-compatible endpoint', () => {
     // The checkpoint still says "pending" (the file is not delivered) and covers all 5 rows.
     const cp = JSON.parse(readFileSync(join(t.config.dataDir, 'pipelines', 'state', `${id}.json`), 'utf8'));
     expect(cp.pending).toMatchObject({ seq: 1, rows: 5 });
+  });
+
+  // The test server drops its PostgreSQL schema on stop, so a restart keeps its state on SQLite only.
+  it.skipIf(sqlitePassOnly('the restart keeps the control plane only on SQLite'))('after a restart a pending file is uploaded once, under the same key', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const dataDir = mkdtempSync(join(tmpdir(), 'outpost-s3-restart-'));
+    const account = 'c0de0000c0de0000c0de0000c0de0000';
+    let r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: `http://127.0.0.1:${closed}`, accountId: account }, { dataDir });
+    try {
+      const base = `/accounts/${account}/pipelines/v1`;
+      const stream = (await r.call('POST', `${base}/streams`, { name: 'rs_stream' })).body.result;
+      await r.call('POST', `${base}/sinks`, { name: 'rs_sink', type: 'r2', config: { bucket: 'restart-bucket', path: 'events', rolling_policy: { inactivity_seconds: 0.2 }, credentials: { access_key_id: 'S3RVER', secret_access_key: 'S3RVER' } } });
+      const id = (await r.call('POST', `${base}/pipelines`, { name: 'rs_pipe', sql: 'INSERT INTO rs_sink SELECT id FROM rs_stream' })).body.result.id as string;
+      const res = await fetch(`${r.url}/pipelines/ingest/${stream.id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 2 }]) });
+      expect(res.status).toBe(200);
+      const failing = await until('an unreachable endpoint reported', async () => {
+        const v = (await r.call('GET', `${base}/pipelines/${id}`)).body.result;
+        return v.status === 'failing' ? v : undefined;
+      });
+      expect(failing.failure_reason).toMatch(/--pipelines-s3-endpoint is reachable/);
+      const state = join(dataDir, 'pipelines', 'state', `${id}.json`);
+      const pending = JSON.parse(readFileSync(state, 'utf8')).pending as { file: string };
+      expect(pending).toBeTruthy();
+      await r.stop();
+      r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint, accountId: account }, { dataDir });
+      const k = await until('the object', async () => {
+        const list = await keys('restart-bucket');
+        return list.length > 0 ? list : undefined;
+      });
+      expect(k).toEqual([`events/${pending.file}`]);
+      await until('the checkpoint done', () => (JSON.parse(readFileSync(state, 'utf8')).pending === null ? true : undefined));
+      await new Promise((res2) => setTimeout(res2, 300));
+      expect(await keys('restart-bucket')).toEqual(k);
+      const rows = (await (await fetch(`${endpoint}/restart-bucket/${k[0]}`)).text()).trim().split('\n').map((l) => JSON.parse(l));
+      expect(rows).toEqual([{ id: 1 }, { id: 2 }]);
+    } finally {
+      await r.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
