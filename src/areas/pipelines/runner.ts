@@ -335,6 +335,8 @@ export class PipelineRunner {
   }
 
   private sleeping?: { timer: NodeJS.Timeout; done: () => void };
+  /** Aborts an upload in flight when the runner stops. */
+  private readonly stopUploads = new AbortController();
 
   /**
    * Completes the pending file: uploads it when an endpoint is configured (retrying with backoff
@@ -351,9 +353,10 @@ export class PipelineRunner {
       for (let attempt = 1; ; attempt++) {
         if (this.stopped) return false;
         try {
-          await putObject(this.o.s3, this.o.sink.config.bucket, key, body, this.o.sink.config.credentials, new Date());
+          await putObject(this.o.s3, this.o.sink.config.bucket, key, body, this.o.sink.config.credentials, new Date(), this.stopUploads.signal);
           break;
         } catch (err) {
+          if (this.stopped) return false;
           const e = err instanceof UploadError ? err : new UploadError(String((err as Error).message ?? err), undefined, undefined, 'see the error');
           this.stats.lastError = `${e.message}; ${e.fix}`;
           this.o.logger.warn(
@@ -412,6 +415,7 @@ export class PipelineRunner {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.stopUploads.abort();
     if (this.sleeping) {
       clearTimeout(this.sleeping.timer);
       this.sleeping.done();

@@ -52,6 +52,7 @@ export async function putObject(
   body: Buffer,
   credentials: { access_key_id: string; secret_access_key: string } | undefined,
   now: Date,
+  stop?: AbortSignal,
 ): Promise<void> {
   const url = new URL(`${t.endpoint.replace(/\/+$/, '')}/${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`);
   const payloadHash = sha256Hex(body);
@@ -61,7 +62,7 @@ export async function putObject(
   delete headers.host;
   let res: Response;
   try {
-    res = await fetch(url, { method: 'PUT', headers: { ...headers, 'content-length': String(body.length) }, body: new Uint8Array(body), signal: AbortSignal.timeout(60_000) });
+    res = await fetch(url, { method: 'PUT', headers: { ...headers, 'content-length': String(body.length) }, body: new Uint8Array(body), signal: stop ? AbortSignal.any([stop, AbortSignal.timeout(60_000)]) : AbortSignal.timeout(60_000) });
   } catch (err) {
     throw new UploadError(`PUT ${url.href} failed: ${(err as Error).message}`, undefined, undefined, fixFor(undefined, undefined));
   }

@@ -10,6 +10,10 @@
  *      `<yyyymmdd>/<region>/<service>/aws4_request`, and the SHA-256 hex of the canonical request.
  *   3. Signing key: HMAC chain of `AWS4<secret>` over date, region, service, `aws4_request`.
  *   4. Signature: HMAC of the string to sign with that key, hex; sent in `Authorization`.
+ *
+ * The path is signed with every character but `A-Z a-z 0-9 - _ . ~ /` percent-encoded; callers
+ * send it encoded the same way so servers that sign the raw path and servers that re-encode it
+ * agree.
  */
 import { createHash, createHmac } from 'node:crypto';
 
