@@ -194,6 +194,10 @@ export interface Config {
   meetingsSummaryModel?: string;
   /** Pipelines: size of a local stream log segment in bytes (delivered segments are deleted whole). */
   pipelinesSegmentBytes: number;
+  /** Pipelines: an S3-compatible endpoint (`http://host:port`) `r2` sinks upload finished files to (path-style); unset = local bucket directories only. */
+  pipelinesS3Endpoint?: string;
+  /** Pipelines: the SigV4 region for that endpoint. */
+  pipelinesS3Region: string;
 }
 
 export const DEFAULTS: Config = {
@@ -268,6 +272,7 @@ export const DEFAULTS: Config = {
   alertingMaxAttempts: 6,
   alertingFrom: 'alerts@outpost.local',
   pipelinesSegmentBytes: 64 * 1024 * 1024,
+  pipelinesS3Region: 'auto',
 };
 
 interface OptionSpec {
@@ -836,6 +841,8 @@ export const OPTIONS: OptionSpec[] = [
   { key: 'meetingsSummaryUrl', flag: 'meetings-summary-url', env: 'OUTPOST_MEETINGS_SUMMARY_URL', type: 'string', help: 'OpenAI-compatible base URL (…/v1) for meeting summaries; bearer key from OUTPOST_MEETINGS_SUMMARY_KEY (default: extractive, no model)' },
   { key: 'meetingsSummaryModel', flag: 'meetings-summary-model', env: 'OUTPOST_MEETINGS_SUMMARY_MODEL', type: 'string', help: 'model name sent to the summary endpoint (default: default)' },
   { key: 'pipelinesSegmentBytes', flag: 'pipelines-segment-bytes', env: 'OUTPOST_PIPELINES_SEGMENT_BYTES', type: 'int', help: 'size of a local pipeline stream log segment; delivered segments are deleted (default 67108864)' },
+  { key: 'pipelinesS3Endpoint', flag: 'pipelines-s3-endpoint', env: 'OUTPOST_PIPELINES_S3_ENDPOINT', type: 'string', help: 'S3-compatible endpoint (http://host:port) r2 sinks upload finished files to, path-style, signed with the sink credentials (default: off, local bucket directories)' },
+  { key: 'pipelinesS3Region', flag: 'pipelines-s3-region', env: 'OUTPOST_PIPELINES_S3_REGION', type: 'string', help: 'SigV4 region for --pipelines-s3-endpoint (default auto)' },
 ];
 
 export class ConfigError extends Error {}

@@ -22,6 +22,10 @@
  * Delivery: at-least-once from the log, with a two-step checkpoint around each finished file so a
  * restart never writes an event twice into finished files (`runner.ts`).
  *
+ * S3-compatible stores: with `--pipelines-s3-endpoint`, finished files are also uploaded
+ * (`s3.ts`, path-style PUT, SigV4 with the sink's credentials, `sigv4.ts`); the checkpoint moves
+ * past a file only after a 2xx, failures are retried with backoff. Queries read the local copies.
+ *
  * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
  * `pipelines`, path = sink name).
  *
@@ -30,7 +34,8 @@
  * local log is segmented; segments every pipeline of the stream has in finished files are
  * deleted (`--pipelines-segment-bytes`; JetStream: purged).
  *
- * LIMITATIONS: sinks write to local directories only (no S3 upload, no `r2_data_catalog`); a
+ * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart), no
+ * `r2_data_catalog`; a
  * stream's `format` is JSON; a stream without pipelines keeps its whole log; the Parquet size
  * roll is measured on the staged JSON rows, not on the Parquet output.
  */

@@ -14,6 +14,12 @@
  * Files: `<data dir>/pipelines/buckets/<account>/<bucket>/<path>/<time partition>/<name>` with
  * `.json` (newline-delimited JSON) or `.parquet` (written by DuckDB from the staged rows with the
  * columns' types and the sink's compression).
+ *
+ * With `--pipelines-s3-endpoint`, a finished file is also uploaded (`s3.ts`) to
+ * `{endpoint}/{bucket}/{path}/{time partition}/{name}` before the checkpoint says done: the
+ * checkpoint stays pending and the upload is retried with backoff (the runner reads no further)
+ * until the endpoint answers 2xx. After a restart a pending file that exists locally is uploaded
+ * again under the same key (an overwrite). The local file stays; queries read it.
  */
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { copyFile, open, rename } from 'node:fs/promises';
@@ -21,6 +27,7 @@ import { dirname, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Logger } from '../../core/log.ts';
+import { objectKey, putObject, UploadError, type S3Target } from './s3.ts';
 import type { StreamLog } from './log.ts';
 import type { StoredSink } from './schemas.ts';
 import type { CompiledPipeline, ValueType } from './sql.ts';
@@ -54,6 +61,10 @@ export interface RunnerOptions {
   transform: Transformer;
   /** Called after the checkpoint moved forward (the log before it may be compacted). */
   onCheckpoint?: () => void;
+  /** Upload finished files to this S3-compatible endpoint too. */
+  s3?: S3Target;
+  /** First retry delay of a failed upload, ms (doubles up to 30 s). */
+  uploadRetryMs?: number;
 }
 
 /** The directory a sink's files live under (bucket + path), for queries. */
@@ -186,13 +197,14 @@ export class PipelineRunner {
     if (this.cp.pending) {
       const p = this.cp.pending;
       if (existsSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file))) {
-        this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
+        // With an endpoint the file may not have been uploaded: the first step uploads it.
+        if (!this.o.s3) this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
       } else {
         this.cp = { offset: this.cp.offset, seq: p.seq, pending: null };
       }
       await writeDurably(this.statePath, JSON.stringify(this.cp));
     }
-    this.readOffset = this.cp.offset;
+    this.readOffset = this.cp.pending ? this.cp.pending.to : this.cp.offset;
     this.unwatch = this.o.log.watch(this.o.compiled.streamId, () => this.kick());
     this.timer = setInterval(() => this.kick(), this.o.tickMs);
     this.timer.unref();
@@ -229,6 +241,7 @@ export class PipelineRunner {
   }
 
   private async step(): Promise<void> {
+    if (this.cp.pending && !(await this.deliver())) return;
     for (;;) {
       if (this.stopped) return;
       const records = await this.o.log.read(this.o.compiled.streamId, this.readOffset, READ_BYTES);
@@ -317,13 +330,55 @@ export class PipelineRunner {
     await syncFile(tmp);
     await rename(tmp, target);
     await syncDir(dirname(target));
-    this.cp = { offset: s.end, seq: seq + 1, pending: null };
-    await writeDurably(this.statePath, JSON.stringify(this.cp));
     rmSync(this.stagingPath, { force: true });
+    await this.deliver();
+  }
+
+  private sleeping?: { timer: NodeJS.Timeout; done: () => void };
+  /** Aborts an upload in flight when the runner stops. */
+  private readonly stopUploads = new AbortController();
+
+  /**
+   * Completes the pending file: uploads it when an endpoint is configured (retrying with backoff
+   * until it answers 2xx or the runner stops), then writes the checkpoint "done". False when
+   * stopped before that.
+   */
+  private async deliver(): Promise<boolean> {
+    const p = this.cp.pending;
+    if (!p) return true;
+    if (this.o.s3) {
+      const body = readFileSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file));
+      const key = objectKey(this.o.sink.config.path, p.file);
+      let delay = this.o.uploadRetryMs ?? 500;
+      for (let attempt = 1; ; attempt++) {
+        if (this.stopped) return false;
+        try {
+          await putObject(this.o.s3, this.o.sink.config.bucket, key, body, this.o.sink.config.credentials, new Date(), this.stopUploads.signal);
+          break;
+        } catch (err) {
+          if (this.stopped) return false;
+          const e = err instanceof UploadError ? err : new UploadError(String((err as Error).message ?? err), undefined, undefined, 'see the error');
+          this.stats.lastError = `${e.message}; ${e.fix}`;
+          this.o.logger.warn(
+            { pipeline: this.o.pipelineId, sink: this.o.sink.id, bucket: this.o.sink.config.bucket, key, attempt, status: e.status, code: e.code, fix: e.fix, retryInMs: delay },
+            `pipeline file upload failed (${e.message}); ${e.fix}; retrying`,
+          );
+          await new Promise<void>((done) => {
+            this.sleeping = { timer: setTimeout(done, delay), done };
+          });
+          this.sleeping = undefined;
+          delay = Math.min(delay * 2, 30_000);
+        }
+      }
+      this.stats.lastError = undefined;
+    }
+    this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
+    await writeDurably(this.statePath, JSON.stringify(this.cp));
     this.o.onCheckpoint?.();
-    this.stats.rows += s.rows;
+    this.stats.rows += p.rows;
     this.stats.files += 1;
-    this.o.logger.debug({ pipeline: this.o.pipelineId, file: rel, rows: s.rows }, 'pipeline file finished');
+    this.o.logger.debug({ pipeline: this.o.pipelineId, file: p.file, rows: p.rows }, 'pipeline file finished');
+    return true;
   }
 
   private async writeParquet(out: string, kinds: Map<string, number>): Promise<void> {
@@ -360,6 +415,11 @@ export class PipelineRunner {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.stopUploads.abort();
+    if (this.sleeping) {
+      clearTimeout(this.sleeping.timer);
+      this.sleeping.done();
+    }
     this.unwatch?.();
     await this.current;
     if (this.staging) {

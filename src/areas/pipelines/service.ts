@@ -182,6 +182,7 @@ export class PipelinesService {
       logger: this.logger,
       tickMs: this.ctx.config.pipelinesTickMs,
       onCheckpoint: () => this.scheduleCompaction(p.stream_id),
+      s3: this.ctx.config.pipelinesS3Endpoint ? { endpoint: this.ctx.config.pipelinesS3Endpoint, region: this.ctx.config.pipelinesS3Region } : undefined,
       transform: this.transforms.transformer(p.id, {
         sql: p.sql,
         stream: catalog.stream(compiled.streamName)!,

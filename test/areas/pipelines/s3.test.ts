@@ -1,0 +1,173 @@
+/**
+ * `r2` sinks with `--pipelines-s3-endpoint`: finished files are uploaded (SigV4, the sink's own
+ * credentials) to an S3-compatible server (s3rver) under the same keys as the local files; a sink
+ * whose credentials the server rejects gets no object, its pipeline reports the failure and keeps
+ * the file pending (not delivered) while it retries. The signer is checked against the published
+ * S3 SigV4 "GET object" example and a PUT signed by an independent SigV4 implementation.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import S3rver from 's3rver';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex, signV4 } from '../../../src/areas/pipelines/sigv4.ts';
+import { createServer } from 'node:net';
+import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
+
+describe('SigV4 signer', () => {
+  it('matches the published GET object example', () => {
+    const h = signV4({
+      method: 'GET',
+      url: new URL('https://examplebucket.s3.amazonaws.com/test.txt'),
+      headers: { Range: 'bytes=0-9' },
+      payloadHash: sha256Hex(''),
+      accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+      secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+      region: 'us-east-1',
+      date: new Date('2013-05-24T00:00:00Z'),
+    });
+    expect(h.authorization).toBe(
+      'AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41',
+    );
+  });
+
+  it('signs a PUT with a payload, an encoded path and region auto like another implementation', () => {
+    const body = Buffer.from('{"id":"a=1"}\n');
+    const h = signV4({
+      method: 'PUT',
+      url: new URL('http://127.0.0.1:9000/good-bucket/events/year%3D2026/month%3D11/x%3Dy.json'),
+      payloadHash: sha256Hex(body),
+      accessKeyId: 'AK',
+      secretAccessKey: 'SECRET/x',
+      region: 'auto',
+      date: new Date('2026-11-26T02:15:00Z'),
+    });
+    expect(h['x-amz-content-sha256']).toBe('8a864eea7f5464f8b3a203027b2a5b0090af53b3c5b40b13ec8995dcee75f57e');
+    expect(h.authorization).toBe('AWS4-HMAC-SHA256 Credential=AK/20261126/auto/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=8ed4b99fdf208af5376f1369de8cb192971e288c273556e936995ccf981f2813');
+  });
+});
+
+describe('r2 sink on an S3-compatible endpoint', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-s3rver-'));
+  let s3: S3rver;
+  let endpoint: string;
+  let t: TestServer;
+  const a = () => `/accounts/${t.accountId}/pipelines/v1`;
+
+  beforeAll(async () => {
+    s3 = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: 'good-bucket' }, { name: 'bad-bucket' }, { name: 'restart-bucket' }] });
+    const addr = await s3.run();
+    endpoint = `http://127.0.0.1:${addr.port}`;
+    t = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+    await s3?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 40));
+    }
+  }
+  const keys = async (bucket: string): Promise<string[]> => {
+    const xml = await (await fetch(`${endpoint}/${bucket}`)).text();
+    return [...xml.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => m[1]);
+  };
+  async function setup(name: string, bucket: string, accessKeyId: string) {
+    const stream = (await t.call('POST', `${a()}/streams`, { name: `${name}_stream` })).body.result;
+    const sink = await t.call('POST', `${a()}/sinks`, {
+      name: `${name}_sink`,
+      type: 'r2',
+      format: { type: 'json' },
+      config: { bucket, path: 'events', rolling_policy: { inactivity_seconds: 0.2 }, credentials: { access_key_id: accessKeyId, secret_access_key: 'S3RVER' } },
+    });
+    expect(sink.status).toBe(200);
+    const p = await t.call('POST', `${a()}/pipelines`, { name: `${name}_pipe`, sql: `INSERT INTO ${name}_sink SELECT id, n FROM ${name}_stream` });
+    expect(p.status).toBe(200);
+    const events = Array.from({ length: 5 }, (_, i) => ({ id: `${name}-${i}`, n: i }));
+    const res = await fetch(`${t.url}/pipelines/ingest/${stream.id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
+    expect(res.status).toBe(200);
+    return p.body.result.id as string;
+  }
+
+  it('uploads finished files under the local keys, signed with the sink credentials', async () => {
+    await setup('good', 'good-bucket', 'S3RVER');
+    const [key] = await until('an object', async () => {
+      const k = await keys('good-bucket');
+      return k.length > 0 ? k : undefined;
+    });
+    expect(key).toMatch(/^events\/year=\d{4}\/month=\d{2}\/day=\d{2}\/\d{10}-[0-9a-f]{8}\.json$/);
+    const text = await (await fetch(`${endpoint}/good-bucket/${key}`)).text();
+    const rows = text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(rows).toEqual(Array.from({ length: 5 }, (_, i) => ({ id: `good-${i}`, n: i })));
+    // The local copy stays and results are read from it.
+    const q = await t.call('POST', `${a()}/query`, { sql: 'SELECT count(*) AS n FROM good_sink' });
+    expect(q.status).toBe(200);
+    expect(Number(q.body.result.data[0].n)).toBe(5);
+  });
+
+  // s3rver checks that the access key exists but does not verify V4 signatures: the rejected
+  // sink here has an unknown access key (the signature itself is checked by the vectors above).
+  it('rejected credentials upload nothing and keep the file pending while it retries', async () => {
+    const id = await setup('bad', 'bad-bucket', 'NOT-A-KEY');
+    const view = await until('a failing pipeline', async () => {
+      const v = (await t.call('GET', `${a()}/pipelines/${id}`)).body.result;
+      return v.status === 'failing' ? v : undefined;
+    });
+    expect(view.failure_reason).toMatch(/403 InvalidAccessKeyId.*config\.credentials\.access_key_id/);
+    expect(await keys('bad-bucket')).toEqual([]);
+    // The checkpoint still says "pending" (the file is not delivered) and covers all 5 rows.
+    const cp = JSON.parse(readFileSync(join(t.config.dataDir, 'pipelines', 'state', `${id}.json`), 'utf8'));
+    expect(cp.pending).toMatchObject({ seq: 1, rows: 5 });
+  });
+
+  // The test server drops its PostgreSQL schema on stop, so a restart keeps its state on SQLite only.
+  it.skipIf(sqlitePassOnly('the restart keeps the control plane only on SQLite'))('after a restart a pending file is uploaded once, under the same key', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const dataDir = mkdtempSync(join(tmpdir(), 'outpost-s3-restart-'));
+    const account = 'c0de0000c0de0000c0de0000c0de0000';
+    let r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: `http://127.0.0.1:${closed}`, accountId: account }, { dataDir });
+    try {
+      const base = `/accounts/${account}/pipelines/v1`;
+      const stream = (await r.call('POST', `${base}/streams`, { name: 'rs_stream' })).body.result;
+      await r.call('POST', `${base}/sinks`, { name: 'rs_sink', type: 'r2', config: { bucket: 'restart-bucket', path: 'events', rolling_policy: { inactivity_seconds: 0.2 }, credentials: { access_key_id: 'S3RVER', secret_access_key: 'S3RVER' } } });
+      const id = (await r.call('POST', `${base}/pipelines`, { name: 'rs_pipe', sql: 'INSERT INTO rs_sink SELECT id FROM rs_stream' })).body.result.id as string;
+      const res = await fetch(`${r.url}/pipelines/ingest/${stream.id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 2 }]) });
+      expect(res.status).toBe(200);
+      const failing = await until('an unreachable endpoint reported', async () => {
+        const v = (await r.call('GET', `${base}/pipelines/${id}`)).body.result;
+        return v.status === 'failing' ? v : undefined;
+      });
+      expect(failing.failure_reason).toMatch(/--pipelines-s3-endpoint is reachable/);
+      const state = join(dataDir, 'pipelines', 'state', `${id}.json`);
+      const pending = JSON.parse(readFileSync(state, 'utf8')).pending as { file: string };
+      expect(pending).toBeTruthy();
+      await r.stop();
+      r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint, accountId: account }, { dataDir });
+      const k = await until('the object', async () => {
+        const list = await keys('restart-bucket');
+        return list.length > 0 ? list : undefined;
+      });
+      expect(k).toEqual([`events/${pending.file}`]);
+      await until('the checkpoint done', () => (JSON.parse(readFileSync(state, 'utf8')).pending === null ? true : undefined));
+      await new Promise((res2) => setTimeout(res2, 300));
+      expect(await keys('restart-bucket')).toEqual(k);
+      const rows = (await (await fetch(`${endpoint}/restart-bucket/${k[0]}`)).text()).trim().split('\n').map((l) => JSON.parse(l));
+      expect(rows).toEqual([{ id: 1 }, { id: 2 }]);
+    } finally {
+      await r.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
