@@ -15,6 +15,7 @@ import { createToken, startTestServer, type TestServer } from '../../support/ser
 import { sdk, Cloudflare } from '../../support/sdk.ts';
 import { uploadScript } from '../workflows/helpers.ts';
 import { sinkFiles } from '../../../src/areas/pipelines/query.ts';
+import { until } from './support.ts';
 
 let t: TestServer;
 const a = () => `/accounts/${t.accountId}/pipelines/v1`;
@@ -45,15 +46,6 @@ async function ingest(streamId: string, body: unknown, headers: Record<string, s
   return { status: res.status, headers: res.headers, body: (await res.json().catch(() => undefined)) as any };
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 30));
-  }
-}
 
 const files = async (sinkName: string) => {
   const sink = (await t.call('GET', `${a()}/sinks`)).body.result.find((s: any) => s.name === sinkName);

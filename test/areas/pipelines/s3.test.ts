@@ -12,7 +12,8 @@ import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, signV4 } from '../../../src/areas/pipelines/sigv4.ts';
 import { createServer } from 'node:net';
-import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
+import { startTestServer, type TestServer } from '../../support/server.ts';
+import { until } from './support.ts';
 
 describe('SigV4 signer', () => {
   it('matches the published GET object example', () => {
@@ -66,15 +67,6 @@ describe('r2 sink on an S3-compatible endpoint', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 40));
-    }
-  }
   const keys = async (bucket: string): Promise<string[]> => {
     const xml = await (await fetch(`${endpoint}/${bucket}`)).text();
     return [...xml.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => m[1]);
@@ -127,8 +119,7 @@ describe('r2 sink on an S3-compatible endpoint', () => {
     expect(cp.pending).toMatchObject({ seq: 1, rows: 5 });
   });
 
-  // The test server drops its PostgreSQL schema on stop, so a restart keeps its state on SQLite only.
-  it.skipIf(sqlitePassOnly('the restart keeps the control plane only on SQLite'))('after a restart a pending file is uploaded once, under the same key', async () => {
+  it('after a restart a pending file is uploaded once, under the same key', async () => {
     const closed = await new Promise<number>((resolve) => {
       const srv = createServer().listen(0, '127.0.0.1', () => {
         const port = (srv.address() as { port: number }).port;
@@ -153,8 +144,9 @@ describe('r2 sink on an S3-compatible endpoint', () => {
       const state = join(dataDir, 'pipelines', 'state', `${id}.json`);
       const pending = JSON.parse(readFileSync(state, 'utf8')).pending as { file: string };
       expect(pending).toBeTruthy();
-      await r.stop();
-      r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint, accountId: account }, { dataDir });
+      // Stop without dropping the PostgreSQL schema: the next process opens the same database.
+      await r.server.stop();
+      r = await startTestServer({ pipelinesTickMs: 40, pipelinesS3Endpoint: endpoint, accountId: account, databaseSchema: r.config.databaseSchema }, { dataDir });
       const k = await until('the object', async () => {
         const list = await keys('restart-bucket');
         return list.length > 0 ? list : undefined;

@@ -6,12 +6,12 @@
  * (the publisher fails and nothing is written). `GET /livestreams/{id}` answers `{livestream, session}`:
  * no session before the first publisher, then its stretch; each later stretch is a session of its
  * own (paged newest first, `/livestreams/sessions/{id}`, `…/active-livestream-session` while on air,
- * `/analytics/livestreams/daywise`). Media, not storage: SQLite pass only.
+ * `/analytics/livestreams/daywise`). Sessions are stored, so this runs on both backends.
  */
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
+import { startTestServer, type TestServer } from '../../support/server.ts';
 import { sdk } from '../../support/sdk.ts';
 import { createApp, startReceiver, until, type Fixture } from './support.ts';
 
@@ -30,7 +30,7 @@ function publish(url: string, seconds: number): Promise<{ code: number | null; s
   });
 }
 
-describe.skipIf(sqlitePassOnly('livestreams drive ffmpeg and RTMP, not storage'))('livestreams', () => {
+describe('livestreams', () => {
   let t: TestServer;
   let f: Fixture;
   let publicKey = '';
