@@ -14,6 +14,7 @@ import { createZone, startTestServer, type TestServer } from '../../support/serv
 import { sdk, type Cloudflare } from '../../support/sdk.ts';
 import { startOrigin, type Origin } from '../../support/origins.ts';
 import { flood } from '../ddos/load.ts';
+import { waitFor } from './support.ts';
 
 const ORIGIN = '127.0.223.1';
 const HOST = 'www.alerts.test';
@@ -79,16 +80,6 @@ afterAll(async () => {
   receiver?.close();
   smtp?.close();
 });
-
-async function waitFor<T>(what: string, get: () => Promise<T | undefined> | T | undefined, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const v = await get();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function attack(url: URL, from = '127.0.223.2'): Promise<void> {
   await flood({ url, host: HOST, from, durationMs: 700, concurrency: 4 });

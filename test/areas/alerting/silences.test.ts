@@ -12,6 +12,7 @@ import { createZone, startTestServer, type TestServer } from '../../support/serv
 import { sdk, type Cloudflare } from '../../support/sdk.ts';
 import { startOrigin, type Origin } from '../../support/origins.ts';
 import { flood } from '../ddos/load.ts';
+import { waitFor } from './support.ts';
 
 const ORIGIN = '127.0.224.1';
 const HOST = 'www.silences.test';
@@ -59,16 +60,6 @@ async function listSilences() {
   const out = [];
   for await (const s of cf.alerting.silences.list({ account_id: t.accountId })) out.push(s);
   return out;
-}
-
-async function waitFor<T>(what: string, get: () => Promise<T | undefined> | T | undefined, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const v = await get();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('silences', () => {
