@@ -46,6 +46,7 @@ import { bindingExtensionService, type BindingExtension } from '../workers/index
 import { BINDING_TYPE, checkBinding, nodeBindings, shimSource } from './binding.ts';
 import { LocalLog } from './log.ts';
 import { NatsLog } from './nats-log.ts';
+import { mountCatalogRoutes } from './catalog.ts';
 import { mountPipelinesRoutes, PIPELINES_PERMISSION } from './routes.ts';
 import { PipelinesService } from './service.ts';
 import { initSql } from './sql.ts';
@@ -64,6 +65,7 @@ export default defineArea({
       return service;
     };
     mountPipelinesRoutes(ctx, require);
+    mountCatalogRoutes(ctx, require);
     const extension: BindingExtension = {
       check: (b) => checkBinding(b),
       bindings: (accountId, b) => nodeBindings(require, () => ctx.database.db, accountId, b),

@@ -10,11 +10,13 @@ import { ApiError, apiError } from '../../core/errors.ts';
 import { hexId } from '../../core/ids.ts';
 import { pageFrom, pageQuery } from '../../core/pagination.ts';
 import { raw, readBody, type Req } from '../../core/router.ts';
+import { validate } from '../../core/validate.ts';
 import type { Doc } from '../../core/storage/collection.ts';
 import { pipelinesError } from './errors.ts';
 import { runQuery } from './query.ts';
-import { DEFAULT_ROLLING, DEFAULT_TIME_PATTERN } from './runner.ts';
-import { PipelineCreate, SinkCreate, StreamCreate, StreamPatch, ValidateSql, type StoredPipeline, type StoredSink, type StoredStream } from './schemas.ts';
+import { Catalog, ICEBERG_OF_FIELD } from './iceberg.ts';
+import { catalogRoot, DEFAULT_ROLLING, DEFAULT_TIME_PATTERN } from './runner.ts';
+import { CatalogConfig, PipelineCreate, R2Config, SinkCreate, StreamCreate, StreamPatch, ValidateSql, type StoredPipeline, type StoredSink, type StoredStream } from './schemas.ts';
 import { MAX_REQUEST_BYTES, type PipelinesService } from './service.ts';
 import { pipelines, sinks, streams } from './store.ts';
 
@@ -37,8 +39,8 @@ function streamView(c: Context, suffix: string, s: StoredStream) {
 }
 
 function sinkView(s: StoredSink) {
-  const { credentials, ...config } = s.config;
-  // Secrets are write-only.
+  // Secrets are write-only: the S3 secret key and the catalog token are never shown.
+  const { credentials, token: _token, ...config } = s.config;
   return { ...s, config: credentials ? { ...config, credentials: { access_key_id: credentials.access_key_id } } : config };
 }
 
@@ -133,9 +135,9 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   ctx.router.add(
     { method: 'POST', path: `${base}/sinks`, operationId: 'postV4AccountsByAccount_idPipelinesV1Sinks', summary: 'Creates a sink', auth: edit, body: SinkCreate, tags },
     async ({ params, body }) => {
-      if (body.type !== 'r2') throw pipelinesError('invalid', 'type: only r2 sinks (files in a bucket directory) are supported');
       await nameTaken(sinks, params.account_id, body.name, 'sink');
-      const config = body.config ?? { bucket: 'pipelines', path: body.name };
+      if (body.type !== 'r2') return sinkView(await createCatalogSink(params.account_id, body));
+      const config = validate(R2Config, body.config ?? { bucket: 'pipelines', path: body.name }, 'body');
       checkTimePattern(config.partitioning?.time_pattern);
       const key = (c: { bucket: string; path?: string }) => `${c.bucket}/${(c.path ?? '').split('/').filter(Boolean).join('/')}`;
       const others = await sinks.all(db(), params.account_id);
@@ -161,6 +163,33 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
       return sinkView(s);
     },
   );
+  /** A catalog sink creates its Iceberg table now; an existing table is refused, as the platform does. */
+  const createCatalogSink = async (accountId: string, body: z.infer<typeof SinkCreate>): Promise<StoredSink> => {
+    if (!body.config) throw pipelinesError('invalid', 'config is required for an r2_data_catalog sink: {token, bucket, namespace, table_name}');
+    const config = validate(CatalogConfig, body.config, 'body');
+    if (body.format && body.format.type !== 'parquet') throw pipelinesError('invalid', 'format: an r2_data_catalog sink writes Parquet (format.type parquet, or leave format out)');
+    const namespace = config.namespace ?? 'default';
+    const table = new Catalog(catalogRoot(service().bucketRoot, accountId, config.bucket)).table(namespace, config.table_name);
+    const others = await sinks.all(db(), accountId);
+    const clash = others.find((o) => o.body.type === 'r2_data_catalog' && o.body.config.bucket === config.bucket && (o.body.config.namespace ?? 'default') === namespace && o.body.config.table_name === config.table_name);
+    if (clash) throw pipelinesError('name_exists', `Sink ${clash.body.name} already writes table ${namespace}.${config.table_name} in bucket ${config.bucket}`);
+    if (table.exists()) throw pipelinesError('name_exists', `Table ${namespace}.${config.table_name} already exists in bucket ${config.bucket}'s catalog; a catalog sink creates its own table: choose another table_name, or drop the table`);
+    const columns = (body.schema?.fields ?? []).map((f) => ({ name: f.sql_name ?? f.name, type: ICEBERG_OF_FIELD[f.type] }));
+    if (!(await table.create(columns))) throw pipelinesError('name_exists', `Table ${namespace}.${config.table_name} already exists in bucket ${config.bucket}'s catalog`);
+    const at = now();
+    const s: StoredSink = {
+      id: hexId(),
+      name: body.name,
+      type: 'r2_data_catalog',
+      format: body.format ?? { type: 'parquet', compression: 'zstd' },
+      ...(body.schema ? { schema: body.schema } : {}),
+      config: { ...config, namespace, rolling_policy: { ...DEFAULT_ROLLING, ...config.rolling_policy } },
+      created_at: at,
+      modified_at: at,
+    };
+    await sinks.insert(db(), accountId, s.id, s, ctx.clock.now());
+    return s;
+  };
   ctx.router.add(
     { method: 'GET', path: `${base}/sinks`, operationId: 'getV4AccountsByAccount_idPipelinesV1Sinks', summary: 'Lists sinks', auth: read, query: ListQuery, tags },
     async ({ params, query }) => {

@@ -27,6 +27,7 @@ import { dirname, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Logger } from '../../core/log.ts';
+import { Catalog, DUCK_OF_ICEBERG, icebergTypeOfDuck, type IcebergTable } from './iceberg.ts';
 import { objectKey, putObject, UploadError, type S3Target } from './s3.ts';
 import type { StreamLog } from './log.ts';
 import type { StoredSink } from './schemas.ts';
@@ -67,8 +68,21 @@ export interface RunnerOptions {
   uploadRetryMs?: number;
 }
 
-/** The directory a sink's files live under (bucket + path), for queries. */
+/** The directory of a bucket's Iceberg catalog: one folder per namespace, one per table. */
+export function catalogRoot(bucketRoot: string, accountId: string, bucket: string): string {
+  return join(bucketRoot, accountId, bucket, '__r2_data_catalog');
+}
+
+/** The Iceberg table a catalog sink writes (undefined for an r2 sink). */
+export function sinkTable(bucketRoot: string, accountId: string, sink: StoredSink): IcebergTable | undefined {
+  if (sink.type !== 'r2_data_catalog') return undefined;
+  return new Catalog(catalogRoot(bucketRoot, accountId, sink.config.bucket)).table(sink.config.namespace ?? 'default', sink.config.table_name ?? sink.name);
+}
+
+/** The directory a sink's files live under (bucket + path, or its table's data folder), for queries. */
 export function sinkDir(bucketRoot: string, accountId: string, sink: StoredSink): string {
+  const table = sinkTable(bucketRoot, accountId, sink);
+  if (table) return table.dataDir;
   return join(bucketRoot, accountId, sink.config.bucket, ...(sink.config.path ?? '').split('/').filter(Boolean));
 }
 
@@ -178,12 +192,15 @@ export class PipelineRunner {
   private readonly rolling: typeof DEFAULT_ROLLING;
   /** Parquet files need a type for columns the SQL leaves untyped: learned from their values. */
   private readonly inferTypes: boolean;
+  /** The Iceberg table of a catalog sink: each finished file is committed to it. */
+  private readonly table?: IcebergTable;
 
   constructor(private readonly o: RunnerOptions) {
     this.statePath = join(o.stateDir, `${o.pipelineId}.json`);
     this.stagingPath = join(o.stateDir, `${o.pipelineId}.staging.ndjson`);
     this.rolling = { ...DEFAULT_ROLLING, ...(o.sink.config.rolling_policy ?? {}) };
     this.inferTypes = needsKinds(o.sink, o.compiled);
+    this.table = sinkTable(o.bucketRoot, o.accountId, o.sink);
   }
 
   async start(): Promise<void> {
@@ -197,8 +214,7 @@ export class PipelineRunner {
     if (this.cp.pending) {
       const p = this.cp.pending;
       if (existsSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file))) {
-        // With an endpoint the file may not have been uploaded: the first step uploads it.
-        if (!this.o.s3) this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
+        // The file may not have been uploaded or committed to its table: the first step completes it.
       } else {
         this.cp = { offset: this.cp.offset, seq: p.seq, pending: null };
       }
@@ -318,7 +334,8 @@ export class PipelineRunner {
     this.staging = undefined;
     const seq = this.cp.seq;
     const opened = new Date(s.openedAt);
-    const rel = join(timePartition(this.o.sink.config.partitioning?.time_pattern ?? DEFAULT_TIME_PATTERN, opened), this.fileName(seq, opened));
+    // A table's data files need no folders by time: the table's metadata lists them.
+    const rel = this.table ? this.fileName(seq, opened) : join(timePartition(this.o.sink.config.partitioning?.time_pattern ?? DEFAULT_TIME_PATTERN, opened), this.fileName(seq, opened));
     const root = sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink);
     const target = join(root, rel);
     this.cp = { offset: this.cp.offset, seq, pending: { seq, file: rel, to: s.end, rows: s.rows } };
@@ -346,7 +363,8 @@ export class PipelineRunner {
   private async deliver(): Promise<boolean> {
     const p = this.cp.pending;
     if (!p) return true;
-    if (this.o.s3) {
+    if (this.table) await this.commitToTable(join(this.table.dataDir, p.file), p.rows);
+    else if (this.o.s3) {
       const body = readFileSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file));
       const key = objectKey(this.o.sink.config.path, p.file);
       let delay = this.o.uploadRetryMs ?? 500;
@@ -381,6 +399,20 @@ export class PipelineRunner {
     return true;
   }
 
+  /** Adds a finished file to the sink's Iceberg table (a no-op when it is there already). */
+  private async commitToTable(path: string, rows: number): Promise<void> {
+    const conn = await this.o.duck();
+    let columns: { name: string; duckType: string }[];
+    try {
+      const r = await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${sqlString(path)}, hive_partitioning = false)`);
+      columns = r.getRowObjectsJS().map((c) => ({ name: String(c.column_name), duckType: String(c.column_type) }));
+    } finally {
+      conn.closeSync();
+    }
+    const { snapshotId, committed } = await this.table!.append({ path, records: rows, columns });
+    this.o.logger.debug({ pipeline: this.o.pipelineId, table: this.table!.dir, snapshotId, committed }, 'pipeline file committed to its Iceberg table');
+  }
+
   private async writeParquet(out: string, kinds: Map<string, number>): Promise<void> {
     const fmt = this.o.sink.format.type === 'parquet' ? this.o.sink.format : undefined;
     const compression = fmt?.compression ?? 'zstd';
@@ -401,11 +433,29 @@ export class PipelineRunner {
       const cols = this.o.compiled.columns.map((c) => `${sqlString(c.name)}: ${sqlString(c.type ? DUCK_TYPE[c.type as string] : inferred(c.name))}`).join(', ');
       source = `read_json(${sqlString(this.stagingPath)}, format = 'newline_delimited', columns = {${cols}})`;
     }
-    const order = this.o.compiled.passthrough ? '*' : this.o.compiled.columns.map((c) => sqlIdent(c.name)).join(', ');
+    let order = this.o.compiled.passthrough ? '*' : this.o.compiled.columns.map((c) => sqlIdent(c.name)).join(', ');
+    let icebergOptions = '';
+    if (this.table) {
+      // The file is written in the table's current schema (grown first by new columns), with its
+      // field ids: a column keeps its first type, later values are cast to it (NULL where they do
+      // not fit), and columns this batch lacks are NULL.
+      const typeOf = this.o.compiled.passthrough
+        ? (n: string) => inferred(n)
+        : (n: string) => {
+            const c = this.o.compiled.columns.find((x) => x.name === n);
+            return c?.type ? DUCK_TYPE[c.type as string] : inferred(n);
+          };
+      const names = this.o.compiled.passthrough ? [...kinds.keys()] : this.o.compiled.columns.map((c) => c.name);
+      const schema = await this.table.ensureColumns(names.map((n) => ({ name: n, type: icebergTypeOfDuck(typeOf(n)) })));
+      if (schema.fields.length > 0) {
+        order = schema.fields.map((f) => `${names.includes(f.name) ? 'TRY_CAST' : 'CAST'}(${names.includes(f.name) ? sqlIdent(f.name) : 'NULL'} AS ${DUCK_OF_ICEBERG[f.type]}) AS ${sqlIdent(f.name)}`).join(', ');
+        icebergOptions = `, FIELD_IDS {${schema.fields.map((f) => `${sqlIdent(f.name)}: ${f.id}`).join(', ')}}, KV_METADATA {'iceberg.schema': ${sqlString(JSON.stringify(schema))}}`;
+      }
+    }
     const rowGroup = fmt?.row_group_bytes ? `, ROW_GROUP_SIZE_BYTES ${Math.max(1024, fmt.row_group_bytes)}` : '';
     const conn = await this.o.duck();
     try {
-      await conn.run(`COPY (SELECT ${order} FROM ${source}) TO ${sqlString(out)} (FORMAT parquet, COMPRESSION ${sqlString(duckCompression)}${rowGroup})`);
+      await conn.run(`COPY (SELECT ${order} FROM ${source}) TO ${sqlString(out)} (FORMAT parquet, COMPRESSION ${sqlString(duckCompression)}${rowGroup}${icebergOptions})`);
     } finally {
       conn.closeSync();
     }

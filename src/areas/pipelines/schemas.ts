@@ -112,10 +112,24 @@ export const R2Config = z.strictObject({
 });
 export type R2Config = z.infer<typeof R2Config>;
 
+/** Namespace and table names are directory names and SQL identifiers. */
+const CATALOG_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+export const CatalogConfig = z.strictObject({
+  token: z.string({ error: 'config.token is required (an API token for the catalog)' }).min(1, 'config.token must not be empty'),
+  account_id: z.string().optional(),
+  bucket: R2Config.shape.bucket,
+  namespace: z.string().regex(CATALOG_NAME, 'config.namespace must be 1-128 letters, digits or underscores, starting with a letter or underscore').optional(),
+  table_name: z.string({ error: 'config.table_name is required' }).regex(CATALOG_NAME, 'config.table_name must be 1-128 letters, digits or underscores, starting with a letter or underscore'),
+  rolling_policy: RollingPolicy.optional(),
+});
+export type CatalogConfig = z.infer<typeof CatalogConfig>;
+export const CATALOG_NAME_PATTERN = CATALOG_NAME;
+
 export const SinkCreate = z.strictObject({
   name: NAME,
-  type: z.enum(['r2', 'r2_data_catalog'], { error: 'type must be r2 (r2_data_catalog is not supported)' }),
-  config: R2Config.optional(),
+  type: z.enum(['r2', 'r2_data_catalog', 'basin_catalog'], { error: 'type must be r2 or r2_data_catalog' }),
+  // Checked against the type's own shape by the route (R2Config or CatalogConfig).
+  config: z.record(z.string(), z.unknown(), { error: 'config must be an object' }).optional(),
   format: Format.optional(),
   schema: Schema.optional(),
 });
@@ -123,10 +137,11 @@ export const SinkCreate = z.strictObject({
 export interface StoredSink {
   id: string;
   name: string;
-  type: 'r2';
+  type: 'r2' | 'r2_data_catalog';
   format: Format;
   schema?: Schema;
-  config: R2Config & { bucket: string };
+  /** An r2 sink's config; a catalog sink also has `namespace`, `table_name` and `token`. */
+  config: R2Config & { bucket: string; namespace?: string; table_name?: string; token?: string };
   created_at: string;
   modified_at: string;
 }
