@@ -34,8 +34,12 @@
  * local log is segmented; segments every pipeline of the stream has in finished files are
  * deleted (`--pipelines-segment-bytes`; JetStream: purged).
  *
- * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart), no
- * `r2_data_catalog`; a
+ * Iceberg: `r2_data_catalog` sinks (alias `basin_catalog`) commit each finished file to an Iceberg
+ * table (`iceberg.ts`), listed by the bucket's REST catalog at `/catalog/{account_id}/{bucket}`
+ * (`catalog.ts`).
+ *
+ * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart); Iceberg tables
+ * are unpartitioned, local only (file:// locations) and take commits from sinks only; a
  * stream's `format` is JSON; a stream without pipelines keeps its whole log; the Parquet size
  * roll is measured on the staged JSON rows, not on the Parquet output.
  */
