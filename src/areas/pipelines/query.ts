@@ -6,11 +6,11 @@
  * and must be one SELECT naming only the account's sinks (no table functions, no file paths).
  */
 import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { parse } from '@guanmingchiu/sqlparser-ts';
 import { pipelinesError } from './errors.ts';
-import { sinkDir, sinkExtension } from './runner.ts';
+import { CATALOG_DIR, sinkDir, sinkExtension } from './runner.ts';
 import type { StoredSink } from './schemas.ts';
 import { initSql } from './sql.ts';
 
@@ -36,9 +36,12 @@ export function sinkFiles(root: string, accountId: string, sink: StoredSink): st
   const dir = sinkDir(root, accountId, sink);
   if (!existsSync(dir)) return [];
   const ext = sinkExtension(sink);
+  // A bucket's Iceberg catalog is not part of a file sink at the bucket's root.
+  const inCatalog = sink.type === 'r2' ? (p: string) => p.includes(`${sep}${CATALOG_DIR}${sep}`) : () => false;
   return (readdirSync(dir, { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[])
     .filter((e) => e.isFile() && e.name.endsWith(ext))
     .map((e) => join(e.parentPath ?? (e as unknown as { path: string }).path, e.name))
+    .filter((p) => !inCatalog(p))
     .sort();
 }
 

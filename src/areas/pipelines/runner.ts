@@ -68,9 +68,12 @@ export interface RunnerOptions {
   uploadRetryMs?: number;
 }
 
+/** The folder of a bucket's Iceberg catalog, under the bucket's directory. */
+export const CATALOG_DIR = '__r2_data_catalog';
+
 /** The directory of a bucket's Iceberg catalog: one folder per namespace, one per table. */
 export function catalogRoot(bucketRoot: string, accountId: string, bucket: string): string {
-  return join(bucketRoot, accountId, bucket, '__r2_data_catalog');
+  return join(bucketRoot, accountId, bucket, CATALOG_DIR);
 }
 
 /** The Iceberg table a catalog sink writes (undefined for an r2 sink). */

@@ -107,6 +107,7 @@ export const R2Config = z.strictObject({
     .max(512)
     .refine((p) => !p.split('/').some((s) => s === '..' || s === '.'), 'config.path must not contain . or .. segments')
     .refine((p) => /^[A-Za-z0-9._\-/=]*$/.test(p), 'config.path may hold letters, digits, . _ - = and /')
+    .refine((p) => p.split('/').filter(Boolean)[0] !== '__r2_data_catalog', "config.path must not start with __r2_data_catalog (the bucket's Iceberg catalog)")
     .optional(),
   rolling_policy: RollingPolicy.optional(),
 });

@@ -4,7 +4,6 @@
  * catalog client against Outpost's catalog endpoint — plus the schema growing with a new column,
  * a repeated commit being a no-op, and the refusals (existing table, bad config, table writes).
  */
-import { readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IcebergRestCatalog } from 'iceberg-js';
@@ -13,7 +12,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { sdk, Cloudflare } from '../../support/sdk.ts';
 import { IcebergTable, type TableMetadata } from '../../../src/areas/pipelines/iceberg.ts';
-import { until } from './support.ts';
+import { until, withFileFetch } from './support.ts';
 
 let t: TestServer;
 const a = () => `/accounts/${t.accountId}/pipelines/v1`;
@@ -29,39 +28,6 @@ afterAll(async () => {
 async function ingest(streamId: string, events: unknown[]): Promise<void> {
   const res = await fetch(`${t.url}/pipelines/ingest/${streamId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
   expect(res.status).toBe(200);
-}
-
-/**
- * icebird reads tables through fetch; the table's locations are file:// URLs of this machine
- * (what local engines open), so for the duration of a read, file URLs are answered from disk,
- * with the Range requests the Parquet reader makes. Everything else goes to the real fetch.
- */
-async function withFileFetch<T>(fn: () => Promise<T>): Promise<T> {
-  const real = globalThis.fetch;
-  globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    if (!url.startsWith('file:')) return real(input, init);
-    const path = fileURLToPath(url);
-    let bytes: Buffer;
-    try {
-      bytes = readFileSync(path);
-    } catch {
-      return new Response('not found', { status: 404 });
-    }
-    if (init?.method === 'HEAD') return new Response(null, { status: 200, headers: { 'content-length': String(statSync(path).size) } });
-    const range = new Headers(init?.headers).get('range');
-    const m = range && /^bytes=(\d+)-(\d*)$/.exec(range);
-    if (m) {
-      const end = m[2] ? Number(m[2]) + 1 : bytes.length;
-      return new Response(new Uint8Array(bytes.subarray(Number(m[1]), end)), { status: 206 });
-    }
-    return new Response(new Uint8Array(bytes), { status: 200 });
-  }) as typeof fetch;
-  try {
-    return await fn();
-  } finally {
-    globalThis.fetch = real;
-  }
 }
 
 describe('r2_data_catalog sinks', () => {
@@ -180,6 +146,9 @@ describe('r2_data_catalog sinks', () => {
     expect(badName.status).toBe(400);
     const json = await t.call('POST', `${a()}/sinks`, { name: 'json_cat', type: 'r2_data_catalog', format: { type: 'json' }, config: { bucket: 'lake', table_name: 't2', token: 'x' } });
     expect(json.status).toBe(400);
+    const intoCatalog = await t.call('POST', `${a()}/sinks`, { name: 'files_in_catalog', type: 'r2', config: { bucket: 'lake', path: '__r2_data_catalog/shop' } });
+    expect(intoCatalog.status).toBe(400);
+    expect(JSON.stringify(intoCatalog.body.errors)).toContain('__r2_data_catalog');
     const sdkErr = await sdk(t)
       .pipelines.sinks.create({ account_id: t.accountId, name: 'dup', type: 'r2_data_catalog', config: { account_id: t.accountId, bucket: 'lake', namespace: 'shop', table_name: 'orders', token: 'x' } })
       .catch((e) => e);

@@ -1,7 +1,8 @@
 /**
  * A 200 from ingestion means the events are durable: a real `outpost serve` process is killed
  * with SIGKILL while 12 writers ingest (and its pipeline rolls files under them); on the local log,
- * after a restart every acknowledged event is in the sink's finished files and none is in them twice;
+ * after a restart every acknowledged event is in the sink's finished files and none is in them twice,
+ * and the same holds for the Iceberg table a second pipeline commits to (read back by icebird);
  * on NATS JetStream every acknowledged event is in the JetStream stream.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -12,7 +13,10 @@ import { dropSchema } from '../../../src/core/storage/db.ts';
 import { sqlitePassOnly, testDatabase } from '../../support/server.ts';
 import { spawnServe, waitExit, type ServeProcess } from '../../support/process.ts';
 import { connect } from 'nats';
+import { icebergRead } from 'icebird';
 import { sinkFiles } from '../../../src/areas/pipelines/query.ts';
+import { IcebergTable } from '../../../src/areas/pipelines/iceberg.ts';
+import { until, withFileFetch } from './support.ts';
 
 const TOKEN = 'pipelines-crash-token-0123456789abcdef';
 const ACCOUNT = 'feed0000feed0000feed0000feed0000';
@@ -50,6 +54,11 @@ describe.each(LOGS)('pipelines durability (log %s)', (log) => {
     const sinkBody = { name: 'crash_sink', type: 'r2', format: { type: 'json' }, config: { bucket: 'crash', rolling_policy: { file_size_bytes: 20_000, inactivity_seconds: 0.3 } } };
     const sink = (await api(proc.apiUrl, 'POST', '/sinks', sinkBody)).body.result;
     expect((await api(proc.apiUrl, 'POST', '/pipelines', { name: 'crash_pipe', sql: 'INSERT INTO crash_sink SELECT id, w FROM crash_stream' })).status).toBe(200);
+    if (log === 'local') {
+      const tableSink = { name: 'crash_table', type: 'r2_data_catalog', config: { bucket: 'crash', table_name: 'events', token: 't', rolling_policy: { file_size_bytes: 20_000, inactivity_seconds: 0.3 } } };
+      expect((await api(proc.apiUrl, 'POST', '/sinks', tableSink)).status).toBe(200);
+      expect((await api(proc.apiUrl, 'POST', '/pipelines', { name: 'crash_table_pipe', sql: 'INSERT INTO crash_table SELECT id FROM crash_stream' })).status).toBe(200);
+    }
 
     const acknowledged: string[] = [];
     let stop = false;
@@ -120,6 +129,29 @@ describe.each(LOGS)('pipelines durability (log %s)', (log) => {
     const q = await fetch(`${proc.apiUrl}/client/v4/accounts/${ACCOUNT}/pipelines/v1/query`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'text/plain' }, body: 'SELECT COUNT(*) AS n FROM crash_sink' });
     const n = Number(((await q.json()) as any).result.data[0].n);
     expect(n).toBe(seen.size);
+
+    // The Iceberg table: every acknowledged event once in the current snapshot.
+    const table = new IcebergTable(join(dir, 'pipelines', 'buckets', ACCOUNT, 'crash', '__r2_data_catalog', 'default', 'events'));
+    const total = () => Number(table.metadata().metadata.snapshots.at(-1)?.summary['total-records'] ?? 0);
+    let rows: { id: string }[] = [];
+    const inTable = new Map<string, number>();
+    // Events logged but never acknowledged (the kill cut their answer) count too, so poll the rows.
+    await until(
+      'every acknowledged event in the table',
+      async () => {
+        if (total() < acked.size) return undefined;
+        rows = (await withFileFetch(() => icebergRead({ tableUrl: table.location }))) as { id: string }[];
+        inTable.clear();
+        for (const r of rows) inTable.set(r.id, (inTable.get(r.id) ?? 0) + 1);
+        return [...acked].every((id) => inTable.has(id)) || undefined;
+      },
+      20_000,
+    ).catch(() => undefined);
+    const missingInTable = [...acked].filter((id) => !inTable.has(id));
+    expect(missingInTable.length, `acknowledged events missing from the table, e.g. ${missingInTable.slice(0, 3).join(', ')}`).toBe(0);
+    const twiceInTable = [...inTable].filter(([, c]) => c > 1);
+    expect(twiceInTable.length, `events in the table twice, e.g. ${twiceInTable.slice(0, 3).map(([id]) => id).join(', ')}`).toBe(0);
+    expect(rows.length).toBe(total());
     // Clean up (on NATS this deletes the JetStream stream too).
     const pipes = (await api(proc.apiUrl, 'GET', '/pipelines')).body.result;
     for (const p of pipes) await api(proc.apiUrl, 'DELETE', `/pipelines/${p.id}`);
