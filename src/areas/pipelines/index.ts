@@ -34,10 +34,17 @@
  * local log is segmented; segments every pipeline of the stream has in finished files are
  * deleted (`--pipelines-segment-bytes`; JetStream: purged).
  *
+ * Parquet streams (`format.type: "parquet"`): the HTTP ingest also takes a whole Parquet file,
+ * one event per row, decoded with hyparquet on the main thread (bounded: 1 MB body, 1,000,000
+ * rows, 32 MiB of decompressed pages, 8 MiB of JSON) into the same JSON values a JSON event carries
+ * (`parquet-ingest.ts`: unsafe int64 → text, timestamps → RFC 3339, binary → base64), validated
+ * like JSON events and logged as JSON.
+ *
  * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart), no
- * `r2_data_catalog`; a
- * stream's `format` is JSON; a stream without pipelines keeps its whole log; the Parquet size
- * roll is measured on the staged JSON rows, not on the Parquet output.
+ * `r2_data_catalog`; the binding sends JSON only (Parquet bodies come over HTTP); a stream's
+ * Parquet `compression`/`row_group_bytes` are stored but play no part in reading; a stream
+ * without pipelines keeps its whole log; the Parquet size roll is measured on the staged JSON
+ * rows, not on the Parquet output.
  */
 import { join } from 'node:path';
 import { defineArea } from '../../core/area.ts';
