@@ -1,7 +1,7 @@
 /**
  * @module pipelines — event pipelines (spec 002_27fdb1f572b9493b.txt, "Pipeline event", "Pipeline
- * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events over
- * HTTP or from the `pipelines` script binding, SQL (`INSERT INTO <sink> SELECT … FROM <stream>
+ * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events (and,
+ * with format parquet, Parquet files) over HTTP or from the `pipelines` script binding, SQL (`INSERT INTO <sink> SELECT … FROM <stream>
  * [WHERE …]`) transforms them, sinks write newline-delimited JSON or Parquet files into a bucket
  * directory, and the files are queryable as tables named after their sinks.
  *
@@ -23,8 +23,9 @@
  * restart never writes an event twice into finished files (`runner.ts`).
  *
  * S3-compatible stores: with `--pipelines-s3-endpoint`, finished files are also uploaded
- * (`s3.ts`, path-style PUT, SigV4 with the sink's credentials, `sigv4.ts`); the checkpoint moves
- * past a file only after a 2xx, failures are retried with backoff. Queries read the local copies.
+ * (`s3.ts`, path-style PUT, or a multipart upload above 8 MiB read part by part from disk; SigV4
+ * with the sink's credentials, `sigv4.ts`); the checkpoint moves past a file only after the
+ * upload completed, failures are retried with backoff. Queries read the local copies.
  *
  * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
  * `pipelines`, path = sink name).
@@ -40,7 +41,8 @@
  * (`parquet-ingest.ts`: unsafe int64 → text, timestamps → RFC 3339, binary → base64), validated
  * like JSON events and logged as JSON.
  *
- * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart), no
+ * LIMITATIONS: one S3 endpoint for all sinks (path-style); a failed multipart upload restarts
+ * from its first part (no resume of uploaded parts); no
  * `r2_data_catalog`; the binding sends JSON only (Parquet bodies come over HTTP); a stream's
  * Parquet `compression`/`row_group_bytes` are stored but play no part in reading; a stream
  * without pipelines keeps its whole log; the Parquet size roll is measured on the staged JSON
