@@ -2,8 +2,9 @@
  * @module pipelines — event pipelines (spec 002_27fdb1f572b9493b.txt, "Pipeline event", "Pipeline
  * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events (and,
  * with format parquet, Parquet files) over HTTP or from the `pipelines` script binding, SQL
- * (`INSERT INTO <sink> SELECT … FROM <stream> [WHERE …]`) transforms them, sinks write newline-delimited JSON or Parquet files into a bucket
- * directory, and the files are queryable as tables named after their sinks.
+ * (`INSERT INTO <sink> SELECT … FROM <stream> [WHERE …]`) transforms them, sinks write
+ * newline-delimited JSON or Parquet files into a bucket directory, and the files are queryable as
+ * tables named after their sinks.
  *
  * Management (the official client's v1 API): `/accounts/{a}/pipelines/v1/streams`, `/sinks`,
  * `/pipelines`, `/validate_sql`; results: `POST|GET /accounts/{a}/pipelines/v1/query` (Outpost's
