@@ -57,10 +57,11 @@ function checkObject(fields: Field[], obj: Record<string, unknown>, prefix: stri
 }
 
 /**
- * Validates a parsed batch for a stream; throws EventError naming the first problem.
- * Returns the number of events.
+ * Validates a parsed batch for a stream; throws EventError naming the first problem (`event 3:`,
+ * or `row 3:` for the rows of a Parquet body). Returns the events.
  */
-export function validateBatch(stream: StoredStream, batch: unknown, opts: { allowSingle: boolean }): unknown[] {
+export function validateBatch(stream: StoredStream, batch: unknown, opts: { allowSingle: boolean; what?: 'event' | 'row' }): unknown[] {
+  const what = opts.what ?? 'event';
   let events: unknown[];
   if (Array.isArray(batch)) events = batch;
   else if (opts.allowSingle && batch !== null && typeof batch === 'object') events = [batch];
@@ -70,10 +71,10 @@ export function validateBatch(stream: StoredStream, batch: unknown, opts: { allo
   const fields = stream.schema?.fields;
   for (let i = 0; i < events.length; i++) {
     const ev = events[i];
-    if (ev === null || typeof ev !== 'object' || Array.isArray(ev)) throw new EventError(`event ${i}: each event must be a JSON object`);
+    if (ev === null || typeof ev !== 'object' || Array.isArray(ev)) throw new EventError(`${what} ${i}: each event must be a JSON object`);
     if (fields && fields.length > 0) {
       const p = checkObject(fields, ev as Record<string, unknown>, '');
-      if (p) throw new EventError(`event ${i}: ${p}`);
+      if (p) throw new EventError(`${what} ${i}: ${p}`);
     }
   }
   return events;

@@ -1,9 +1,10 @@
 /**
  * @module pipelines — event pipelines (spec 002_27fdb1f572b9493b.txt, "Pipeline event", "Pipeline
- * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events over
- * HTTP or from the `pipelines` script binding, SQL (`INSERT INTO <sink> SELECT … FROM <stream>
- * [WHERE …]`) transforms them, sinks write newline-delimited JSON or Parquet files into a bucket
- * directory, and the files are queryable as tables named after their sinks.
+ * SQL transformation", "Pipeline ingestion", errors and limits): streams take JSON events (and,
+ * with format parquet, Parquet files) over HTTP or from the `pipelines` script binding, SQL
+ * (`INSERT INTO <sink> SELECT … FROM <stream> [WHERE …]`) transforms them, sinks write
+ * newline-delimited JSON or Parquet files into a bucket directory, and the files are queryable as
+ * tables named after their sinks.
  *
  * Management (the official client's v1 API): `/accounts/{a}/pipelines/v1/streams`, `/sinks`,
  * `/pipelines`, `/validate_sql`; results: `POST|GET /accounts/{a}/pipelines/v1/query` (Outpost's
@@ -23,8 +24,9 @@
  * restart never writes an event twice into finished files (`runner.ts`).
  *
  * S3-compatible stores: with `--pipelines-s3-endpoint`, finished files are also uploaded
- * (`s3.ts`, path-style PUT, SigV4 with the sink's credentials, `sigv4.ts`); the checkpoint moves
- * past a file only after a 2xx, failures are retried with backoff. Queries read the local copies.
+ * (`s3.ts`, path-style PUT, or a multipart upload above 8 MiB read part by part from disk; SigV4
+ * with the sink's credentials, `sigv4.ts`); the checkpoint moves past a file only after the
+ * upload completed, failures are retried with backoff. Queries read the local copies.
  *
  * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
  * `pipelines`, path = sink name).
@@ -38,10 +40,18 @@
  * table (`iceberg.ts`), listed by the bucket's REST catalog at `/catalog/{account_id}/{bucket}`
  * (`catalog.ts`).
  *
- * LIMITATIONS: one S3 endpoint for all sinks, single PUT per file (no multipart); Iceberg tables
- * are unpartitioned, local only (file:// locations) and take commits from sinks only; a
- * stream's `format` is JSON; a stream without pipelines keeps its whole log; the Parquet size
- * roll is measured on the staged JSON rows, not on the Parquet output.
+ * Parquet streams (`format.type: "parquet"`): the HTTP ingest also takes a whole Parquet file,
+ * one event per row, decoded with hyparquet on the main thread (bounded: 1 MB body, 1,000,000
+ * rows, 32 MiB of decompressed pages, 8 MiB of JSON) into the same JSON values a JSON event carries
+ * (`parquet-ingest.ts`: unsafe int64 → text, timestamps → RFC 3339, binary → base64), validated
+ * like JSON events and logged as JSON.
+ *
+ * LIMITATIONS: one S3 endpoint for all sinks (path-style); a failed multipart upload restarts
+ * from its first part (no resume of uploaded parts); Iceberg tables are unpartitioned, local only
+ * (file:// locations) and take commits from sinks only; the binding sends JSON only (Parquet
+ * bodies come over HTTP); a stream's Parquet `compression`/`row_group_bytes` are stored but play
+ * no part in reading; a stream without pipelines keeps its whole log; the Parquet size roll is
+ * measured on the staged JSON rows, not on the Parquet output.
  */
 import { join } from 'node:path';
 import { defineArea } from '../../core/area.ts';

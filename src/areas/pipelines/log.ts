@@ -31,6 +31,8 @@ export interface LogRecord {
 
 export interface StreamLog {
   readonly kind: 'local' | 'nats';
+  /** The largest payload one append takes (bytes); a batch larger than this is refused before it. */
+  readonly maxRecordBytes: number;
   /** Resolves once the payload is durable. */
   append(streamId: string, payload: Buffer): Promise<void>;
   /** Durable records from `offset`, up to about `maxBytes` (at least one record if any). */
@@ -248,6 +250,8 @@ function intactLength(path: string): number {
 
 export class LocalLog implements StreamLog {
   readonly kind = 'local' as const;
+  // Records carry a u32 length; this bound keeps one record's read buffer small.
+  readonly maxRecordBytes = 64 * 1024 * 1024;
   private readonly files = new Map<string, Promise<StreamFiles>>();
 
   constructor(

@@ -25,6 +25,11 @@ export class NatsLog implements StreamLog {
     private readonly log: Logger,
   ) {}
 
+  /** The server's max_payload, less room for the message's headers. */
+  get maxRecordBytes(): number {
+    return (this.nc.info?.max_payload ?? 1024 * 1024) - 4096;
+  }
+
   static async open(url: string, log: Logger): Promise<NatsLog> {
     const u = new URL(url);
     if (u.protocol !== 'nats:') throw new Error(`--pipelines-log ${url}: expected nats://host:port`);

@@ -82,7 +82,6 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
     { method: 'POST', path: `${base}/streams`, operationId: 'postV4AccountsByAccount_idPipelinesV1Streams', summary: 'Creates a stream', auth: edit, body: StreamCreate, tags },
     async ({ params, body, c }) => {
       await nameTaken(streams, params.account_id, body.name, 'stream');
-      if (body.format?.type === 'parquet') throw pipelinesError('invalid', 'format: a stream takes JSON events (format.type json); Parquet is a sink format');
       const at = now();
       const s: StoredStream = {
         id: hexId(),
@@ -354,7 +353,7 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
       if (err instanceof ApiError && err.status === 413) throw pipelinesError('ingest_too_large', `more than ${MAX_REQUEST_BYTES}`);
       throw err;
     }
-    const n = await service().ingest(stream, body, { allowSingle: false });
+    const n = await service().ingest(stream, body, { allowSingle: false, contentType: c.req.header('content-type') });
     return cors(c, stream, Response.json({ success: true, result: { committed: n }, errors: [], messages: [] }));
   };
   const preflight = async (c: Context, id: string): Promise<Response> => {

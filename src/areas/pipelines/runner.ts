@@ -28,7 +28,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Logger } from '../../core/log.ts';
 import { Catalog, DUCK_OF_ICEBERG, icebergTypeOfDuck, type IcebergTable } from './iceberg.ts';
-import { objectKey, putObject, UploadError, type S3Target } from './s3.ts';
+import { objectKey, uploadFile, UploadError, type S3Target } from './s3.ts';
 import type { StreamLog } from './log.ts';
 import type { StoredSink } from './schemas.ts';
 import type { CompiledPipeline, ValueType } from './sql.ts';
@@ -368,13 +368,13 @@ export class PipelineRunner {
     if (!p) return true;
     if (this.table) await this.commitToTable(join(this.table.dataDir, p.file), p.rows);
     else if (this.o.s3) {
-      const body = readFileSync(join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file));
+      const file = join(sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink), p.file);
       const key = objectKey(this.o.sink.config.path, p.file);
       let delay = this.o.uploadRetryMs ?? 500;
       for (let attempt = 1; ; attempt++) {
         if (this.stopped) return false;
         try {
-          await putObject(this.o.s3, this.o.sink.config.bucket, key, body, this.o.sink.config.credentials, new Date(), this.stopUploads.signal);
+          await uploadFile(this.o.s3, this.o.sink.config.bucket, key, file, this.o.sink.config.credentials, this.stopUploads.signal);
           break;
         } catch (err) {
           if (this.stopped) return false;

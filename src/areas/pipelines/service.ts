@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { readFileSync, rmSync } from 'node:fs';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { AreaContext } from '../../core/area.ts';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, CODES } from '../../core/errors.ts';
 import { assertJsonDepth } from '../../core/json.ts';
 import type { Logger } from '../../core/log.ts';
 import { EventError, validateBatch } from './events.ts';
@@ -14,12 +14,15 @@ import type { StreamLog } from './log.ts';
 import { needsKinds, PipelineRunner } from './runner.ts';
 import { TransformThread } from './transform-thread.ts';
 import { countEventArray } from './json-scan.ts';
+import { decodeParquet, looksLikeParquet, ParquetBodyError } from './parquet-ingest.ts';
 import type { StoredPipeline, StoredSink, StoredStream } from './schemas.ts';
 import { compilePipeline, PipelineSqlError, type CompiledPipeline, type SqlCatalog } from './sql.ts';
 import { pipelines, sinks, streams } from './store.ts';
 import { pipelinesError } from './errors.ts';
 
 export const MAX_REQUEST_BYTES = 1024 * 1024;
+/** The decoded JSON of one Parquet body (it is logged as one record, like any batch). */
+export const MAX_DECODED_JSON_BYTES = 8 * 1024 * 1024;
 /** How long after a finished file the stream's log is compacted (one pass covers many files). */
 const COMPACT_DELAY_MS = 200;
 
@@ -72,7 +75,12 @@ export class PipelinesService {
   }
 
   /** Validates and durably appends a batch; throws ApiError (400/429) for the caller. */
-  async ingest(stream: StoredStream, body: Buffer | unknown[], opts: { allowSingle: boolean }): Promise<number> {
+  async ingest(stream: StoredStream, body: Buffer | unknown[], opts: { allowSingle: boolean; contentType?: string }): Promise<number> {
+    if (Buffer.isBuffer(body) && looksLikeParquet(body, opts.contentType)) {
+      if (stream.format.type === 'parquet') return this.ingestParquet(stream, body);
+      if (body.subarray(0, 4).toString('latin1') === 'PAR1')
+        throw pipelinesError('ingest_invalid', `The body is a Parquet file, and stream ${stream.name} takes JSON events (its format.type is json); send a JSON array of objects, or create a stream with format.type parquet`);
+    }
     if (Buffer.isBuffer(body) && !(stream.schema?.fields && stream.schema.fields.length > 0)) {
       // An untyped stream only needs to know the body is an array of objects: check the bytes
       // without building them (the pipeline parses them once, on its own thread). Anything else
@@ -113,9 +121,38 @@ export class PipelinesService {
     return events.length;
   }
 
+  /**
+   * A Parquet file (stream format parquet): every row one event, validated like JSON events
+   * (`row N: field …`), logged as a JSON array so delivery and SQL are the same as for JSON.
+   */
+  private async ingestParquet(stream: StoredStream, body: Buffer): Promise<number> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await decodeParquet(body);
+    } catch (err) {
+      if (err instanceof ParquetBodyError) throw pipelinesError('ingest_invalid', err.message);
+      throw err;
+    }
+    try {
+      validateBatch(stream, rows, { allowSingle: false, what: 'row' });
+    } catch (err) {
+      if (err instanceof EventError) throw pipelinesError('ingest_invalid', err.message);
+      throw err;
+    }
+    if (rows.length === 0) return 0;
+    const payload = Buffer.from(JSON.stringify(rows));
+    const limit = Math.min(MAX_DECODED_JSON_BYTES, this.log.maxRecordBytes);
+    if (payload.length > limit)
+      throw new ApiError(413, [{ code: CODES.pipelines_ingest_too_large.code, message: `The Parquet file's ${rows.length} rows are ${payload.length} bytes as JSON, more than the ${limit} one request may add to the stream; send fewer rows per file` }]);
+    // Nested values must be writable by every sink, as for JSON events.
+    assertJsonDepth(payload, 'the Parquet rows');
+    await this.admit(stream, payload, body.length, limit);
+    return rows.length;
+  }
+
   /** Size and throughput checks, then the durable append. */
-  private async admit(stream: StoredStream, payload: Buffer, bytes = payload.length): Promise<void> {
-    if (payload.length > MAX_REQUEST_BYTES) throw pipelinesError('ingest_too_large', String(payload.length));
+  private async admit(stream: StoredStream, payload: Buffer, bytes = payload.length, maxBytes = MAX_REQUEST_BYTES): Promise<void> {
+    if (payload.length > maxBytes) throw pipelinesError('ingest_too_large', String(payload.length));
     const wait = this.throughput.take(stream.id, bytes);
     if (wait > 0) {
       const e = pipelinesError('ingest_rate_limited', String(this.ctx.config.pipelinesStreamRate));

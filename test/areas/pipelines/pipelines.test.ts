@@ -362,6 +362,42 @@ describe('transform and sinks', () => {
     expect(q.body.result.data).toEqual([{ n: '100', pages: '20' }]);
   });
 
+  it('rolls on the interval under steady ingest (inactivity never reached), each event once', async () => {
+    const stream = (await t.call('POST', `${a()}/streams`, { name: 'ticks' })).body.result;
+    const sink = await t.call('POST', `${a()}/sinks`, { name: 'ticks_out', type: 'r2', format: { type: 'json' }, config: { bucket: 'ticks', rolling_policy: { interval_seconds: 1, inactivity_seconds: 3600, file_size_bytes: 100_000_000 } } });
+    expect(sink.status).toBe(200);
+    await t.call('POST', `${a()}/pipelines`, { name: 'ticks_pipe', sql: 'INSERT INTO ticks_out SELECT * FROM ticks' });
+    // One event every ~100 ms until two files have been finished by the interval while events
+    // keep arriving (neither size nor inactivity can close them), then five more; bounded.
+    let sent = 0;
+    let finishedWhileSending = 0;
+    while (sent < 400 && finishedWhileSending < 2) {
+      expect((await ingest(stream.id, [{ n: sent }])).status).toBe(200);
+      sent++;
+      await new Promise((r) => setTimeout(r, 100));
+      finishedWhileSending = (await files('ticks_out')).length;
+    }
+    expect(finishedWhileSending).toBeGreaterThanOrEqual(2);
+    for (let i = 0; i < 5; i++) {
+      expect((await ingest(stream.id, [{ n: sent }])).status).toBe(200);
+      sent++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // The last file closes on the interval too (inactivity is an hour).
+    const read = (p: string) => readFileSync(p, 'utf8').trim().split('\n').map((l) => JSON.parse(l).n as number);
+    const paths = await until('every tick in a finished file', async () => {
+      const f = await files('ticks_out');
+      return f.reduce((sum, p) => sum + read(p).length, 0) >= sent ? f : undefined;
+    });
+    expect(paths.length).toBeGreaterThanOrEqual(3);
+    const perFile = paths.map(read);
+    for (const ns of perFile) expect(ns.length).toBeGreaterThan(0);
+    expect(perFile.flat().sort((x, y) => x - y)).toEqual(Array.from({ length: sent }, (_, i) => i));
+    // Files follow the log: each one continues where the one before ended.
+    const ordered = [...perFile].sort((x, y) => x[0] - y[0]);
+    expect(ordered.flat()).toEqual(Array.from({ length: sent }, (_, i) => i));
+  }, 60_000);
+
   it('the results query is read-only and limited to the account\'s sinks', async () => {
     const cases: [string, RegExp][] = [
       ["SELECT * FROM read_csv('/etc/passwd')", /not allowed/],

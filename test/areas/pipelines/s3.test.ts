@@ -3,14 +3,20 @@
  * credentials) to an S3-compatible server (s3rver) under the same keys as the local files; a sink
  * whose credentials the server rejects gets no object, its pipeline reports the failure and keeps
  * the file pending (not delivered) while it retries. The signer is checked against the published
- * S3 SigV4 "GET object" example and a PUT signed by an independent SigV4 implementation.
+ * S3 SigV4 "GET object" example and a PUT signed by an independent SigV4 implementation. Files
+ * above the part size go up as a multipart upload (seen through a recording proxy in front of
+ * s3rver), land whole, and a failed part aborts the upload; the retry lands the file whole.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { EventEmitter } from 'node:events';
+import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, signV4 } from '../../../src/areas/pipelines/sigv4.ts';
+import { uploadFile, UploadError } from '../../../src/areas/pipelines/s3.ts';
 import { createServer } from 'node:net';
 import { startTestServer, type TestServer } from '../../support/server.ts';
 import { until } from './support.ts';
@@ -104,6 +110,45 @@ describe('r2 sink on an S3-compatible endpoint', () => {
     expect(Number(q.body.result.data[0].n)).toBe(5);
   });
 
+  it('a finished file above 8 MiB goes up as a multipart upload and lands whole', async () => {
+    const stream = (await t.call('POST', `${a()}/streams`, { name: 'large_stream' })).body.result;
+    expect((await t.call('POST', `${a()}/sinks`, { name: 'large_sink', type: 'r2', format: { type: 'json' }, config: { bucket: 'good-bucket', path: 'large', rolling_policy: { file_size_bytes: 8_500_000, inactivity_seconds: 600 }, credentials: { access_key_id: 'S3RVER', secret_access_key: 'S3RVER' } } })).status).toBe(200);
+    expect((await t.call('POST', `${a()}/pipelines`, { name: 'large_pipe', sql: 'INSERT INTO large_sink SELECT * FROM large_stream' })).status).toBe(200);
+    const created: string[] = [];
+    const onEvent = (e: { Records: { eventName: string; s3: { object: { key: string } } }[] }) => created.push(`${e.Records[0].eventName} ${e.Records[0].s3.object.key}`);
+    // s3rver is an EventEmitter ('event' per created object) beyond what its typings declare.
+    const events = s3 as unknown as EventEmitter;
+    events.on('event', onEvent);
+    try {
+      // 9 requests of ~0.97 MB (the stream takes 5 MB/s: a 429 waits its retry-after); the file
+      // closes on size after the ninth (8.5 MB; neither a 429's wait nor inactivity closes it).
+      const pad = 'p'.repeat(1000);
+      for (let b = 0; b < 9; ) {
+        const events = Array.from({ length: 950 }, (_, i) => ({ n: b * 950 + i, pad }));
+        const res = await fetch(`${t.url}/pipelines/ingest/${stream.id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
+        if (res.status === 429) {
+          await new Promise((r) => setTimeout(r, Number(res.headers.get('retry-after')) * 1000));
+          continue;
+        }
+        expect(res.status).toBe(200);
+        b++;
+      }
+      const [key] = await until('the large object', async () => {
+        const k = (await keys('good-bucket')).filter((x) => x.startsWith('large/'));
+        return k.length > 0 ? k : undefined;
+      }, 30_000);
+      const local = readFileSync(join(t.config.dataDir, 'pipelines', 'buckets', t.accountId, 'good-bucket', key));
+      expect(local.length).toBeGreaterThan(8 * 1024 * 1024);
+      const remote = Buffer.from(await (await fetch(`${endpoint}/good-bucket/${key}`)).arrayBuffer());
+      expect(remote.equals(local)).toBe(true);
+      expect(remote.toString('utf8').trim().split('\n').length).toBe(9 * 950);
+      // Completed by CompleteMultipartUpload (a POST), not by one PUT.
+      expect(created).toContain(`ObjectCreated:Post ${key}`);
+    } finally {
+      events.off('event', onEvent);
+    }
+  }, 60_000);
+
   // s3rver checks that the access key exists but does not verify V4 signatures: the rejected
   // sink here has an unknown access key (the signature itself is checked by the vectors above).
   it('rejected credentials upload nothing and keep the file pending while it retries', async () => {
@@ -161,5 +206,98 @@ describe('r2 sink on an S3-compatible endpoint', () => {
       await r.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('multipart upload', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-s3-multipart-'));
+  let s3: S3rver;
+  let proxy: http.Server;
+  let endpoint: string;
+  let direct: string;
+  /** Requests seen by the proxy: method and the query's keys (`uploads`, `partNumber` …). */
+  let seen: string[] = [];
+  /** Answer this many UploadPart requests (after the first) with 500 instead of forwarding. */
+  let failParts = 0;
+
+  beforeAll(async () => {
+    s3 = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: 'parts-bucket' }] });
+    const addr = await s3.run();
+    direct = `http://127.0.0.1:${addr.port}`;
+    proxy = http.createServer((req, res) => {
+      const u = new URL(req.url!, 'http://x');
+      const q = [...u.searchParams.keys()].sort().join('&');
+      seen.push(`${req.method}${q ? ` ?${q}` : ''}`);
+      if (u.searchParams.has('partNumber') && u.searchParams.get('partNumber') !== '1' && failParts > 0) {
+        failParts--;
+        req.resume();
+        res.writeHead(500, { 'content-type': 'application/xml' }).end('<?xml version="1.0"?><Error><Code>InternalError</Code></Error>');
+        return;
+      }
+      const up = http.request({ host: '127.0.0.1', port: addr.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
+        res.writeHead(r.statusCode!, r.headers);
+        r.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    endpoint = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => proxy?.close(r));
+    await s3?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const creds = { access_key_id: 'S3RVER', secret_access_key: 'S3RVER' };
+  const target = () => ({ endpoint, region: 'auto', partBytes: 64 * 1024 });
+
+  it('a file above the part size goes up in parts (Create, UploadPart × n, Complete) and lands whole', async () => {
+    // 3.5 parts: the last one is short.
+    const bytes = randomBytes(64 * 1024 * 3 + 32 * 1024 + 7);
+    const file = join(dir, 'big.bin');
+    writeFileSync(file, bytes);
+    seen = [];
+    await uploadFile(target(), 'parts-bucket', 'events/year=2026/big.bin', file, creds);
+    expect(seen).toEqual(['POST ?uploads', 'PUT ?partNumber&uploadId', 'PUT ?partNumber&uploadId', 'PUT ?partNumber&uploadId', 'PUT ?partNumber&uploadId', 'POST ?uploadId']);
+    const got = Buffer.from(await (await fetch(`${direct}/parts-bucket/events/year=2026/big.bin`)).arrayBuffer());
+    expect(got.length).toBe(bytes.length);
+    expect(got.equals(bytes)).toBe(true);
+
+    // At or below the part size: one PUT.
+    const small = join(dir, 'small.bin');
+    writeFileSync(small, bytes.subarray(0, 64 * 1024));
+    seen = [];
+    await uploadFile(target(), 'parts-bucket', 'events/small.bin', small, creds);
+    expect(seen).toEqual(['PUT']);
+    expect(Buffer.from(await (await fetch(`${direct}/parts-bucket/events/small.bin`)).arrayBuffer()).equals(bytes.subarray(0, 64 * 1024))).toBe(true);
+  });
+
+  it('a failed part aborts the upload and throws; the retry uploads the whole file again', async () => {
+    const bytes = randomBytes(64 * 1024 * 2 + 100);
+    const file = join(dir, 'retry.bin');
+    writeFileSync(file, bytes);
+    seen = [];
+    failParts = 1;
+    const err = await uploadFile(target(), 'parts-bucket', 'events/retry.bin', file, creds).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UploadError);
+    expect((err as UploadError).message).toMatch(/UploadPart 2 PUT .* answered 500 InternalError/);
+    expect(seen).toEqual(['POST ?uploads', 'PUT ?partNumber&uploadId', 'PUT ?partNumber&uploadId', 'DELETE ?uploadId']);
+    expect((await fetch(`${direct}/parts-bucket/events/retry.bin`)).status).toBe(404);
+    // The caller's retry: a new upload of the whole file.
+    seen = [];
+    await uploadFile(target(), 'parts-bucket', 'events/retry.bin', file, creds);
+    expect(seen.filter((x) => x.startsWith('PUT')).length).toBe(3);
+    expect(Buffer.from(await (await fetch(`${direct}/parts-bucket/events/retry.bin`)).arrayBuffer()).equals(bytes)).toBe(true);
+  });
+
+  it('refused credentials fail at CreateMultipartUpload with the fix named', async () => {
+    const file = join(dir, 'denied.bin');
+    writeFileSync(file, randomBytes(64 * 1024 + 1));
+    const err = await uploadFile(target(), 'parts-bucket', 'events/denied.bin', file, { access_key_id: 'NOT-A-KEY', secret_access_key: 'x' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UploadError);
+    expect((err as UploadError).status).toBe(403);
+    expect((err as UploadError).fix).toMatch(/access_key_id/);
   });
 });
