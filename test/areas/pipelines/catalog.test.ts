@@ -4,6 +4,7 @@
  * catalog client against Outpost's catalog endpoint — plus the schema growing with a new column,
  * a repeated commit being a no-op, and the refusals (existing table, bad config, table writes).
  */
+import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IcebergRestCatalog } from 'iceberg-js';
@@ -77,8 +78,10 @@ describe('r2_data_catalog sinks', () => {
       ['country', 'string'],
     ]);
 
-    const tableUrl = md.location;
-    const rows = await withFileFetch(() => icebergRead({ tableUrl }));
+    // As a catalog client reads: the catalog names the current metadata file, icebird opens it.
+    const loaded = (await (await fetch(`${catalogUri()}v1/namespaces/shop/tables/orders`, { headers: { authorization: `Bearer ${t.token}` } })).json()) as { 'metadata-location': string };
+    const metadataFileName = basename(fileURLToPath(loaded['metadata-location']));
+    const rows = await withFileFetch(() => icebergRead({ tableUrl: md.location, metadataFileName }));
     expect(rows.map((r: any) => [Number(r.user_id), r.amount, r.country])).toEqual([
       [1, 150.5, 'DE'],
       [3, 20, 'FR'],
@@ -122,7 +125,7 @@ describe('r2_data_catalog sinks', () => {
       [2, 'n', 'long'],
       [3, 'referrer', 'string'],
     ]);
-    const rows = await withFileFetch(() => icebergRead({ tableUrl: md.location }));
+    const rows = await withFileFetch(() => icebergRead({ tableUrl: md.location, metadataFileName: basename(fileURLToPath(table.metadata().location)) }));
     expect(rows.map((r: any) => [r.page, Number(r.n), r.referrer ?? null])).toEqual([
       ['/a', 1, null],
       ['/b', 2, 'search'],

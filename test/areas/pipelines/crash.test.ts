@@ -7,7 +7,8 @@
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropSchema } from '../../../src/core/storage/db.ts';
 import { sqlitePassOnly, testDatabase } from '../../support/server.ts';
@@ -140,7 +141,7 @@ describe.each(LOGS)('pipelines durability (log %s)', (log) => {
       'every acknowledged event in the table',
       async () => {
         if (total() < acked.size) return undefined;
-        rows = (await withFileFetch(() => icebergRead({ tableUrl: table.location }))) as { id: string }[];
+        rows = (await withFileFetch(() => icebergRead({ tableUrl: table.location, metadataFileName: basename(fileURLToPath(table.metadata().location)) }))) as { id: string }[];
         inTable.clear();
         for (const r of rows) inTable.set(r.id, (inTable.get(r.id) ?? 0) + 1);
         return [...acked].every((id) => inTable.has(id)) || undefined;
