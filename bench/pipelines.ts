@@ -1,7 +1,7 @@
 /**
  * Pipelines: accepted MB/s and events/s into one stream over HTTP with durability on (every 200
  * is fsync'd, group commit), and the end-to-end latency from a 200 to the row being in a finished
- * sink file; beside the physical limits measured in the same run on the same data: JSON.parse
+ * sink file and in a committed Iceberg snapshot (an r2_data_catalog sink on an idle stream); beside the physical limits measured in the same run on the same data: JSON.parse
  * MB/s of the same bodies, and fsync'd append MB/s on this disk (one writer, same body size,
  * `write` + `fdatasync` per body, and batched eight bodies per sync like a loaded group commit).
  * Outpost runs as its own `outpost serve` process; the load comes from this one.
@@ -16,6 +16,8 @@ import { performance } from 'node:perf_hooks';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { sinkFiles } from '../src/areas/pipelines/query.ts';
+import { IcebergTable } from '../src/areas/pipelines/iceberg.ts';
+import { catalogRoot } from '../src/areas/pipelines/runner.ts';
 import type { StoredSink } from '../src/areas/pipelines/schemas.ts';
 import { intOption, UsageError } from './lib/args.ts';
 import { int, ms, table } from './lib/format.ts';
@@ -131,6 +133,10 @@ export async function main(args: string[]): Promise<number> {
     const stream = await api('POST', '/streams', { name: 'bench_events' });
     const sink: StoredSink = await api('POST', '/sinks', { name: 'bench_out', type: 'r2', format: { type: 'json' }, config: { bucket: 'bench', rolling_policy: { file_size_bytes: 64 * 1024 * 1024, inactivity_seconds: 0.05, interval_seconds: 1 } } });
     if (!o.ingestOnly) await api('POST', '/pipelines', { name: 'bench_pipe', sql: "INSERT INTO bench_out SELECT id, user, UPPER(country) AS country, CAST(amount AS int32) AS amount FROM bench_events WHERE path <> '/none'" });
+    // A second, idle stream into an Iceberg table: its probes measure 200 → committed snapshot.
+    const tableStream = await api('POST', '/streams', { name: 'bench_table_events' });
+    await api('POST', '/sinks', { name: 'bench_table', type: 'r2_data_catalog', config: { bucket: 'bench', table_name: 'events', token: 'bench', rolling_policy: { inactivity_seconds: 0.05, interval_seconds: 1 } } });
+    if (!o.ingestOnly) await api('POST', '/pipelines', { name: 'bench_table_pipe', sql: 'INSERT INTO bench_table SELECT id, user, UPPER(country) AS country, CAST(amount AS int32) AS amount FROM bench_table_events' });
     const payload = body(o.events, 'load');
     const mb = payload.length / 1e6;
 
@@ -211,6 +217,20 @@ export async function main(args: string[]): Promise<number> {
       }
       latencies.push(performance.now() - acked);
     }
+    const icebergTable = new IcebergTable(join(catalogRoot(join(dir.path, 'pipelines', 'buckets'), ACCOUNT, 'bench'), 'default', 'events'));
+    const snapshots = () => icebergTable.metadata().metadata.snapshots.length;
+    const tableLatencies: number[] = [];
+    for (let s = 0; s < o.samples; s++) {
+      const before = snapshots();
+      const status = await post(agent, server.apiPort, `/pipelines/ingest/${tableStream.id}`, body(1, `table${s}`));
+      const acked = performance.now();
+      if (status !== 200) throw new Error(`table probe ${s} answered ${status}`);
+      while (snapshots() === before) {
+        if (performance.now() - acked > 10_000) throw new Error(`table probe ${s} not committed after 10 s`);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      tableLatencies.push(performance.now() - acked);
+    }
     agent.destroy();
 
     process.stdout.write(`\npipelines: ${o.concurrency} clients, ${o.events} events (${(payload.length / 1024).toFixed(0)} KB) per request, ${o.seconds} s per phase; durability on (fdatasync before each 200)\n\n`);
@@ -228,6 +248,7 @@ export async function main(args: string[]): Promise<number> {
     process.stdout.write(`\n${cpuNote}\n`);
     process.stdout.write(`sink drained ${int(accepted * o.events)} load events ${ms(drained - t0 - secs * 1000)} after the load ended\n`);
     process.stdout.write(`end to end (200 → row in a finished file, ${o.samples} probes): p50 ${ms(percentile(latencies, 50))}, p99 ${ms(percentile(latencies, 99))}, max ${ms(Math.max(...latencies))}\n`);
+    process.stdout.write(`end to end (200 → row in a committed Iceberg snapshot, ${o.samples} probes): p50 ${ms(percentile(tableLatencies, 50))}, p99 ${ms(percentile(tableLatencies, 99))}, max ${ms(Math.max(...tableLatencies))}\n`);
     return 0;
   } finally {
     child.kill('SIGTERM');
