@@ -45,7 +45,10 @@ const CreateTable = z.object({
   name: z.string().regex(CATALOG_NAME_PATTERN, 'name must be 1-128 letters, digits or underscores, starting with a letter or underscore'),
   schema: z.object({
     type: z.literal('struct').optional(),
-    fields: z.array(z.object({ id: z.number().int().optional(), name: z.string().min(1).max(128), type: z.enum(PRIMITIVES, { error: `field type must be a primitive type: ${PRIMITIVES.join(', ')}` }), required: z.boolean().optional() })).max(1000),
+    fields: z
+      .array(z.object({ id: z.number().int().optional(), name: z.string().min(1).max(128), type: z.enum(PRIMITIVES, { error: `field type must be a primitive type: ${PRIMITIVES.join(', ')}` }), required: z.boolean().optional() }))
+      .max(1000)
+      .refine((f) => new Set(f.map((x) => x.name)).size === f.length, 'field names must be unique'),
   }),
   'partition-spec': z.object({ fields: z.array(z.unknown()).max(0, 'partitioned tables are not supported: send an empty partition-spec') }).passthrough().optional(),
   properties: z.record(z.string(), z.string()).optional(),

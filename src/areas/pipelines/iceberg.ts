@@ -23,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { link, open, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import avro from 'avsc';
 
 export type IcebergType = 'boolean' | 'int' | 'long' | 'float' | 'double' | 'string' | 'binary' | 'date' | 'timestamp' | 'timestamptz';
@@ -452,11 +452,10 @@ export class IcebergTable {
   private async manifestsOf(md: TableMetadata, id: number): Promise<ManifestFileEntry[]> {
     const snap = md.snapshots.find((s) => s['snapshot-id'] === id);
     if (!snap) return [];
-    const path = new URL(snap['manifest-list']);
     const out: ManifestFileEntry[] = [];
     await new Promise<void>((resolve, reject) => {
       avro
-        .createFileDecoder(path.pathname)
+        .createFileDecoder(fileURLToPath(snap['manifest-list']))
         .on('data', (r: ManifestFileEntry) => out.push({ ...r, partitions: null }))
         .on('end', () => resolve())
         .on('error', reject);
