@@ -21,10 +21,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { link, open, rename, stat, unlink } from 'node:fs/promises';
+import { link, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import avro from 'avsc';
+import { replaceDurably, writeSynced } from './durable.ts';
 
 export type IcebergType = 'boolean' | 'int' | 'long' | 'float' | 'double' | 'string' | 'binary' | 'date' | 'timestamp' | 'timestamptz';
 
@@ -199,32 +200,14 @@ async function writeAvro(path: string, schema: object, records: object[], metada
   encoder.end();
   await done;
   const bytes = Buffer.concat(chunks);
-  await writeFileDurably(path, bytes);
+  await replaceDurably(path, bytes);
   return bytes.length;
-}
-
-async function writeFileDurably(path: string, bytes: Buffer | string): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
 }
 
 /** Creates `path` with `bytes` only if it does not exist yet (false when it does). */
 async function createExclusively(path: string, bytes: string): Promise<boolean> {
   const tmp = `${path}.${process.pid}.${randomUUID()}.tmp`;
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+  await writeSynced(tmp, bytes);
   try {
     await link(tmp, path);
     return true;
@@ -333,7 +316,7 @@ export class IcebergTable {
         'metadata-log': [],
       };
       if (!(await createExclusively(this.metadataPath(1), JSON.stringify(md, null, 2)))) return false;
-      await writeFileDurably(join(this.metadataDir, 'version-hint.text'), '1');
+      await replaceDurably(join(this.metadataDir, 'version-hint.text'), '1');
       return true;
     });
   }
@@ -351,7 +334,7 @@ export class IcebergTable {
         next['last-updated-ms'] = Date.now();
         next['metadata-log'].push({ 'timestamp-ms': md['last-updated-ms'], 'metadata-file': location });
         if (await createExclusively(this.metadataPath(version + 1), JSON.stringify(next, null, 2))) {
-          await writeFileDurably(join(this.metadataDir, 'version-hint.text'), String(version + 1));
+          await replaceDurably(join(this.metadataDir, 'version-hint.text'), String(version + 1));
           return currentSchema(next);
         }
       }
@@ -438,7 +421,7 @@ export class IcebergTable {
         next['metadata-log'].push({ 'timestamp-ms': md['last-updated-ms'], 'metadata-file': mdLocation });
 
         if (await createExclusively(this.metadataPath(version + 1), JSON.stringify(next, null, 2))) {
-          await writeFileDurably(join(this.metadataDir, 'version-hint.text'), String(version + 1));
+          await replaceDurably(join(this.metadataDir, 'version-hint.text'), String(version + 1));
           return { snapshotId: id, committed: true };
         }
         // Another writer took this version: drop our files and try on top of its commit.

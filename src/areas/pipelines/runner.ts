@@ -22,11 +22,12 @@
  * again under the same key (an overwrite). The local file stays; queries read it.
  */
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
-import { copyFile, open, rename } from 'node:fs/promises';
+import { copyFile, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { Logger } from '../../core/log.ts';
+import { replaceDurably, syncFile } from './durable.ts';
 import { Catalog, DUCK_OF_ICEBERG, icebergTypeOfDuck, type IcebergTable } from './iceberg.ts';
 import { objectKey, uploadFile, UploadError, type S3Target } from './s3.ts';
 import type { StreamLog } from './log.ts';
@@ -153,30 +154,6 @@ const DUCK_TYPE: Record<string, string> = {
 const sqlString = (s: string) => `'${s.replace(/'/g, "''")}'`;
 const sqlIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
 
-/** Replaces a file so that a crash leaves the old or the new content, never a mix. */
-async function writeDurably(path: string, text: string): Promise<void> {
-  const tmp = `${path}.tmp`;
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  await syncDir(dirname(path));
-}
-
-/** fsync is asynchronous here: a sync blocks for milliseconds, and ingestion shares this thread. */
-async function syncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-const syncDir = syncFile;
 
 export class PipelineRunner {
   private cp: Checkpoint = { offset: 0, seq: 1 };
@@ -212,7 +189,7 @@ export class PipelineRunner {
       this.cp = JSON.parse(readFileSync(this.statePath, 'utf8')) as Checkpoint;
     } else {
       this.cp = { offset: await this.o.log.start(this.o.compiled.streamId), seq: 1 };
-      await writeDurably(this.statePath, JSON.stringify(this.cp));
+      await replaceDurably(this.statePath, JSON.stringify(this.cp));
     }
     if (this.cp.pending) {
       const p = this.cp.pending;
@@ -221,7 +198,7 @@ export class PipelineRunner {
       } else {
         this.cp = { offset: this.cp.offset, seq: p.seq, pending: null };
       }
-      await writeDurably(this.statePath, JSON.stringify(this.cp));
+      await replaceDurably(this.statePath, JSON.stringify(this.cp));
     }
     this.readOffset = this.cp.pending ? this.cp.pending.to : this.cp.offset;
     this.unwatch = this.o.log.watch(this.o.compiled.streamId, () => this.kick());
@@ -289,7 +266,7 @@ export class PipelineRunner {
     else if (!s && this.readOffset > this.cp.offset) {
       // Everything read was filtered out: move the checkpoint so a restart does not read it again.
       this.cp = { offset: this.readOffset, seq: this.cp.seq, pending: null };
-      await writeDurably(this.statePath, JSON.stringify(this.cp));
+      await replaceDurably(this.statePath, JSON.stringify(this.cp));
       this.o.onCheckpoint?.();
     }
   }
@@ -342,14 +319,14 @@ export class PipelineRunner {
     const root = sinkDir(this.o.bucketRoot, this.o.accountId, this.o.sink);
     const target = join(root, rel);
     this.cp = { offset: this.cp.offset, seq, pending: { seq, file: rel, to: s.end, rows: s.rows } };
-    await writeDurably(this.statePath, JSON.stringify(this.cp));
+    await replaceDurably(this.statePath, JSON.stringify(this.cp));
     mkdirSync(dirname(target), { recursive: true });
     const tmp = `${target}.tmp`;
     if (this.o.sink.format.type === 'parquet') await this.writeParquet(tmp, s.kinds);
     else await copyFile(this.stagingPath, tmp);
     await syncFile(tmp);
     await rename(tmp, target);
-    await syncDir(dirname(target));
+    await syncFile(dirname(target));
     rmSync(this.stagingPath, { force: true });
     await this.deliver();
   }
@@ -394,7 +371,7 @@ export class PipelineRunner {
       this.stats.lastError = undefined;
     }
     this.cp = { offset: p.to, seq: p.seq + 1, pending: null };
-    await writeDurably(this.statePath, JSON.stringify(this.cp));
+    await replaceDurably(this.statePath, JSON.stringify(this.cp));
     this.o.onCheckpoint?.();
     this.stats.rows += p.rows;
     this.stats.files += 1;
