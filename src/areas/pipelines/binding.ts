@@ -11,7 +11,7 @@ import { ApiError } from '../../core/errors.ts';
 import { assertJsonDepth } from '../../core/json.ts';
 import type { Executor } from '../../core/storage/db.ts';
 import type { PipelinesService } from './service.ts';
-import { streams } from './store.ts';
+import { legacyPipelines, streams } from './store.ts';
 
 export const BINDING_TYPE = 'pipelines';
 const NODE_PREFIX = '__OUTPOST_PL_';
@@ -41,7 +41,13 @@ export function nodeBindings(service: () => PipelinesService, db: () => Executor
         const fail = (status: number, message: string) => new Response(message, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
         try {
           const byId = /^[0-9a-f]{32}$/.test(ref) ? await streams.get(db(), accountId, ref) : undefined;
-          const doc = byId ?? (await streams.list(db(), accountId, { filters: [{ field: 'name', op: 'eq', value: ref }], withTotal: false })).items[0];
+          const byName = async (name: string) => (await streams.list(db(), accountId, { filters: [{ field: 'name', op: 'eq', value: name }], withTotal: false })).items[0];
+          // A binding written for the deprecated API names its pipeline: that pipeline's stream.
+          const legacy = async () => {
+            const l = (await legacyPipelines.list(db(), accountId, { filters: [{ field: 'name', op: 'eq', value: ref }], withTotal: false })).items[0];
+            return l ? streams.get(db(), accountId, l.body.stream_id) : undefined;
+          };
+          const doc = byId ?? (await byName(ref)) ?? (await legacy());
           if (!doc) return fail(404, `Stream ${ref} does not exist in this account`);
           if (!doc.body.worker_binding.enabled) return fail(403, `Stream ${doc.body.name} has worker_binding.enabled false`);
           const body = Buffer.from(await req.arrayBuffer());

@@ -28,7 +28,10 @@
  * with the sink's credentials, `sigv4.ts`); the checkpoint moves past a file only after the
  * upload completed, failures are retried with backoff. Queries read the local copies.
  *
- * Aliases: binding keys `pipeline` and `stream`; sink `config` may be omitted (bucket
+ * Deprecated API: `/accounts/{a}/pipelines[/{name}]` (the 2025-04 beta the official client still
+ * has) builds a stream, a JSON sink and a pass-through pipeline per legacy pipeline (`legacy.ts`).
+ *
+ * Aliases: binding keys `pipeline` and `stream` (a stream id or name, or a legacy pipeline's name); sink `config` may be omitted (bucket
  * `pipelines`, path = sink name).
  *
  * Ingest of an untyped stream checks the body's bytes (`json-scan.ts`) and logs them raw; each
@@ -61,6 +64,7 @@ import { BINDING_TYPE, checkBinding, nodeBindings, shimSource } from './binding.
 import { LocalLog } from './log.ts';
 import { NatsLog } from './nats-log.ts';
 import { mountCatalogRoutes } from './catalog.ts';
+import { mountLegacyRoutes } from './legacy.ts';
 import { mountPipelinesRoutes, PIPELINES_PERMISSION } from './routes.ts';
 import { PipelinesService } from './service.ts';
 import { initSql } from './sql.ts';
@@ -78,7 +82,7 @@ export default defineArea({
       if (!service) throw new ApiError(503, [{ code: CODES.worker_runtime_unavailable.code, message: 'Pipelines are not running; retry in a moment' }]);
       return service;
     };
-    mountPipelinesRoutes(ctx, require);
+    mountLegacyRoutes(ctx, mountPipelinesRoutes(ctx, require));
     mountCatalogRoutes(ctx, require);
     const extension: BindingExtension = {
       check: (b) => checkBinding(b),

@@ -21,6 +21,12 @@ import { MAX_REQUEST_BYTES, type PipelinesService } from './service.ts';
 import { pipelines, sinks, streams } from './store.ts';
 
 export const PIPELINES_PERMISSION = 'pipelines';
+
+/** Sink settings only the deprecated pipelines API sets (legacy.ts). */
+export interface SinkInternals {
+  jsonCompression?: 'gzip';
+  maxRows?: number;
+}
 const read = { permission: PIPELINES_PERMISSION, level: 'read' } as const;
 const edit = { permission: PIPELINES_PERMISSION, level: 'edit' } as const;
 const tags = ['pipelines'];
@@ -52,7 +58,19 @@ function checkTimePattern(p: string | undefined): void {
     throw pipelinesError('invalid', 'config.partitioning.time_pattern may hold letters, digits, _ - = . / and %Y %m %d %H %M %S');
 }
 
-export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesService): void {
+/** What the deprecated API (legacy.ts) builds its pipelines from. */
+export interface PipelinesOps {
+  createStream(accountId: string, body: z.infer<typeof StreamCreate>): Promise<StoredStream>;
+  createSink(accountId: string, body: z.infer<typeof SinkCreate>, internal?: SinkInternals): Promise<StoredSink>;
+  createPipeline(accountId: string, body: z.infer<typeof PipelineCreate>): Promise<StoredPipeline>;
+  deleteStream(accountId: string, id: string): Promise<unknown>;
+  deleteSink(accountId: string, id: string): Promise<unknown>;
+  deletePipeline(accountId: string, id: string): Promise<unknown>;
+  run(accountId: string, p: StoredPipeline): Promise<void>;
+  endpointOf(c: Context, streamId: string): string;
+}
+
+export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesService): PipelinesOps {
   const db = () => ctx.database.db;
   const now = () => ctx.clock.now().toISOString();
   const suffix = ctx.config.pipelinesIngestHost;
@@ -80,24 +98,25 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   // ---- streams ----------------------------------------------------------------------------
   ctx.router.add(
     { method: 'POST', path: `${base}/streams`, operationId: 'postV4AccountsByAccount_idPipelinesV1Streams', summary: 'Creates a stream', auth: edit, body: StreamCreate, tags },
-    async ({ params, body, c }) => {
-      await nameTaken(streams, params.account_id, body.name, 'stream');
-      const at = now();
-      const s: StoredStream = {
-        id: hexId(),
-        name: body.name,
-        format: body.format ?? { type: 'json', unstructured: !body.schema?.fields?.length },
-        ...(body.schema ? { schema: body.schema } : {}),
-        http: body.http ?? { enabled: true, authentication: false },
-        worker_binding: body.worker_binding ?? { enabled: true },
-        version: 1,
-        created_at: at,
-        modified_at: at,
-      };
-      await streams.insert(db(), params.account_id, s.id, s, ctx.clock.now());
-      return streamView(c, suffix, s);
-    },
+    async ({ params, body, c }) => streamView(c, suffix, await createStream(params.account_id, body)),
   );
+  async function createStream(accountId: string, body: z.infer<typeof StreamCreate>): Promise<StoredStream> {
+    await nameTaken(streams, accountId, body.name, 'stream');
+    const at = now();
+    const s: StoredStream = {
+      id: hexId(),
+      name: body.name,
+      format: body.format ?? { type: 'json', unstructured: !body.schema?.fields?.length },
+      ...(body.schema ? { schema: body.schema } : {}),
+      http: body.http ?? { enabled: true, authentication: false },
+      worker_binding: body.worker_binding ?? { enabled: true },
+      version: 1,
+      created_at: at,
+      modified_at: at,
+    };
+    await streams.insert(db(), accountId, s.id, s, ctx.clock.now());
+    return s;
+  }
   ctx.router.add(
     { method: 'GET', path: `${base}/streams`, operationId: 'getV4AccountsByAccount_idPipelinesV1Streams', summary: 'Lists streams', auth: read, query: ListQuery, tags },
     async ({ params, query, c }) => {
@@ -120,48 +139,52 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   );
   ctx.router.add(
     { method: 'DELETE', path: `${base}/streams/:stream_id`, operationId: 'deleteV4AccountsByAccount_idPipelinesV1StreamsByStream_id', summary: 'Deletes a stream', auth: edit, params: idParam('stream_id'), tags },
-    async ({ params }) => {
-      await getStream(params.account_id, params.stream_id);
-      const users = await pipelines.findBy(db(), 'stream', params.stream_id);
-      if (users.length > 0) throw pipelinesError('in_use', `Stream ${params.stream_id} feeds pipeline ${users[0].body.name}; delete the pipeline first`);
-      await streams.delete(db(), params.account_id, params.stream_id);
-      await service().log.drop(params.stream_id);
-      return { id: params.stream_id };
-    },
+    async ({ params }) => deleteStream(params.account_id, params.stream_id),
   );
+  async function deleteStream(accountId: string, id: string): Promise<{ id: string }> {
+    await getStream(accountId, id);
+    const users = await pipelines.findBy(db(), 'stream', id);
+    if (users.length > 0) throw pipelinesError('in_use', `Stream ${id} feeds pipeline ${users[0].body.name}; delete the pipeline first`);
+    await streams.delete(db(), accountId, id);
+    await service().log.drop(id);
+    return { id };
+  }
 
   // ---- sinks ------------------------------------------------------------------------------
   ctx.router.add(
     { method: 'POST', path: `${base}/sinks`, operationId: 'postV4AccountsByAccount_idPipelinesV1Sinks', summary: 'Creates a sink', auth: edit, body: SinkCreate, tags },
-    async ({ params, body }) => {
-      await nameTaken(sinks, params.account_id, body.name, 'sink');
-      if (body.type !== 'r2') return sinkView(await createCatalogSink(params.account_id, body));
-      const config = validate(R2Config, body.config ?? { bucket: 'pipelines', path: body.name }, 'body');
-      checkTimePattern(config.partitioning?.time_pattern);
-      const key = (c: { bucket: string; path?: string }) => `${c.bucket}/${(c.path ?? '').split('/').filter(Boolean).join('/')}`;
-      const others = await sinks.all(db(), params.account_id);
-      const clash = others.find((o) => key(o.body.config) === key(config));
-      if (clash) throw pipelinesError('name_exists', `Sink ${clash.body.name} already writes to ${key(config)}; give this sink another bucket or path`);
-      const at = now();
-      const s: StoredSink = {
-        id: hexId(),
-        name: body.name,
-        type: 'r2',
-        format: body.format ?? { type: 'json' },
-        ...(body.schema ? { schema: body.schema } : {}),
-        config: {
-          ...config,
-          partitioning: { time_pattern: config.partitioning?.time_pattern ?? DEFAULT_TIME_PATTERN },
-          file_naming: { strategy: 'serial', ...config.file_naming },
-          rolling_policy: { ...DEFAULT_ROLLING, ...config.rolling_policy },
-        },
-        created_at: at,
-        modified_at: at,
-      };
-      await sinks.insert(db(), params.account_id, s.id, s, ctx.clock.now());
-      return sinkView(s);
-    },
+    async ({ params, body }) => sinkView(await createSink(params.account_id, body)),
   );
+  /** Creates a sink; `internal` holds settings only the deprecated API sets (legacy.ts). */
+  async function createSink(accountId: string, body: z.infer<typeof SinkCreate>, internal: SinkInternals = {}): Promise<StoredSink> {
+    await nameTaken(sinks, accountId, body.name, 'sink');
+    if (body.type !== 'r2') return createCatalogSink(accountId, body);
+    const config = validate(R2Config, body.config ?? { bucket: 'pipelines', path: body.name }, 'body');
+    checkTimePattern(config.partitioning?.time_pattern);
+    const key = (c: { bucket: string; path?: string }) => `${c.bucket}/${(c.path ?? '').split('/').filter(Boolean).join('/')}`;
+    const others = await sinks.all(db(), accountId);
+    const clash = others.find((o) => key(o.body.config) === key(config));
+    if (clash) throw pipelinesError('name_exists', `Sink ${clash.body.name} already writes to ${key(config)}; give this sink another bucket or path`);
+    const at = now();
+    const s: StoredSink = {
+      id: hexId(),
+      name: body.name,
+      type: 'r2',
+      format: body.format ?? { type: 'json' },
+      ...(internal.jsonCompression ? { json_compression: internal.jsonCompression } : {}),
+      ...(body.schema ? { schema: body.schema } : {}),
+      config: {
+        ...config,
+        partitioning: { time_pattern: config.partitioning?.time_pattern ?? DEFAULT_TIME_PATTERN },
+        file_naming: { strategy: 'serial', ...config.file_naming },
+        rolling_policy: { ...DEFAULT_ROLLING, ...config.rolling_policy, ...(internal.maxRows ? { max_rows: internal.maxRows } : {}) },
+      },
+      created_at: at,
+      modified_at: at,
+    };
+    await sinks.insert(db(), accountId, s.id, s, ctx.clock.now());
+    return s;
+  }
   /** A catalog sink creates its Iceberg table now; an existing table is refused, as the platform does. */
   const createCatalogSink = async (accountId: string, body: z.infer<typeof SinkCreate>): Promise<StoredSink> => {
     if (!body.config) throw pipelinesError('invalid', 'config is required for an r2_data_catalog sink: {token, bucket, namespace, table_name}');
@@ -202,14 +225,15 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   );
   ctx.router.add(
     { method: 'DELETE', path: `${base}/sinks/:sink_id`, operationId: 'deleteV4AccountsByAccount_idPipelinesV1SinksBySink_id', summary: 'Deletes a sink (its files stay)', auth: edit, params: idParam('sink_id'), tags },
-    async ({ params }) => {
-      await getSink(params.account_id, params.sink_id);
-      const users = await pipelines.findBy(db(), 'sink', params.sink_id);
-      if (users.length > 0) throw pipelinesError('in_use', `Sink ${params.sink_id} is written by pipeline ${users[0].body.name}; delete the pipeline first`);
-      await sinks.delete(db(), params.account_id, params.sink_id);
-      return { id: params.sink_id };
-    },
+    async ({ params }) => deleteSink(params.account_id, params.sink_id),
   );
+  async function deleteSink(accountId: string, id: string): Promise<{ id: string }> {
+    await getSink(accountId, id);
+    const users = await pipelines.findBy(db(), 'sink', id);
+    if (users.length > 0) throw pipelinesError('in_use', `Sink ${id} is written by pipeline ${users[0].body.name}; delete the pipeline first`);
+    await sinks.delete(db(), accountId, id);
+    return { id };
+  }
 
   // ---- pipelines --------------------------------------------------------------------------
   const pipelineView = (d: Doc<StoredPipeline> | StoredPipeline, withTables = true) => {
@@ -227,26 +251,27 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   ];
   ctx.router.add(
     { method: 'POST', path: `${base}/pipelines`, operationId: 'postV4AccountsByAccount_idPipelinesV1Pipelines', summary: 'Creates a pipeline from SQL', auth: edit, body: PipelineCreate, tags },
-    async ({ params, body }) => {
-      await nameTaken(pipelines, params.account_id, body.name, 'pipeline');
-      const compiled = await service().compile(params.account_id, body.sql);
-      const at = now();
-      const p: StoredPipeline = {
-        id: hexId(),
-        name: body.name,
-        sql: body.sql,
-        stream_id: compiled.streamId,
-        sink_id: compiled.sinkId,
-        sql_tables: { stream: compiled.streamName, sink: compiled.sinkName, stream_version: compiled.streamVersion },
-        status: 'running',
-        created_at: at,
-        modified_at: at,
-      };
-      await pipelines.insert(db(), params.account_id, p.id, p, ctx.clock.now());
-      await service().run(params.account_id, p);
-      return pipelineView(p, false);
-    },
+    async ({ params, body }) => pipelineView(await createPipeline(params.account_id, body), false),
   );
+  async function createPipeline(accountId: string, body: z.infer<typeof PipelineCreate>): Promise<StoredPipeline> {
+    await nameTaken(pipelines, accountId, body.name, 'pipeline');
+    const compiled = await service().compile(accountId, body.sql);
+    const at = now();
+    const p: StoredPipeline = {
+      id: hexId(),
+      name: body.name,
+      sql: body.sql,
+      stream_id: compiled.streamId,
+      sink_id: compiled.sinkId,
+      sql_tables: { stream: compiled.streamName, sink: compiled.sinkName, stream_version: compiled.streamVersion },
+      status: 'running',
+      created_at: at,
+      modified_at: at,
+    };
+    await pipelines.insert(db(), accountId, p.id, p, ctx.clock.now());
+    await service().run(accountId, p);
+    return p;
+  }
   ctx.router.add(
     { method: 'GET', path: `${base}/pipelines`, operationId: 'getV4AccountsByAccount_idPipelinesV1Pipelines', summary: 'Lists pipelines', auth: read, query: ListQuery, tags },
     async ({ params, query }) => {
@@ -260,13 +285,14 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
   );
   ctx.router.add(
     { method: 'DELETE', path: `${base}/pipelines/:pipeline_id`, operationId: 'deleteV4AccountsByAccount_idPipelinesV1PipelinesByPipeline_id', summary: 'Deletes a pipeline (finished files stay)', auth: edit, params: idParam('pipeline_id'), tags },
-    async ({ params }) => {
-      await getPipeline(params.account_id, params.pipeline_id);
-      await service().remove(params.pipeline_id);
-      await pipelines.delete(db(), params.account_id, params.pipeline_id);
-      return { id: params.pipeline_id };
-    },
+    async ({ params }) => deletePipeline(params.account_id, params.pipeline_id),
   );
+  async function deletePipeline(accountId: string, id: string): Promise<{ id: string }> {
+    await getPipeline(accountId, id);
+    await service().remove(id);
+    await pipelines.delete(db(), accountId, id);
+    return { id };
+  }
   ctx.router.add(
     { method: 'POST', path: `${base}/validate_sql`, operationId: 'postV4AccountsByAccount_idPipelinesV1Validate_sql', summary: 'Checks pipeline SQL against the account\'s streams and sinks', auth: read, body: ValidateSql, tags },
     async ({ params, body }) => {
@@ -380,4 +406,14 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
     { ...ingestSpec, method: 'OPTIONS', path: '/pipelines/ingest/:stream_id', params: idParam('stream_id'), operationId: 'pipelinesIngestPreflight', summary: 'CORS preflight of the ingest alias' },
     async ({ c, params }: Req<unknown, unknown>) => raw(await preflight(c, params.stream_id)),
   );
+  return {
+    createStream,
+    createSink,
+    createPipeline,
+    deleteStream,
+    deleteSink,
+    deletePipeline,
+    run: (accountId, p) => service().run(accountId, p),
+    endpointOf: (c, streamId) => endpointOf(c, suffix, streamId),
+  };
 }

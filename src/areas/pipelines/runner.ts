@@ -21,8 +21,10 @@
  * until the endpoint answers 2xx. After a restart a pending file that exists locally is uploaded
  * again under the same key (an overwrite). The local file stays; queries read it.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { copyFile, rename } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
 import { dirname, join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { DuckDBConnection } from '@duckdb/node-api';
@@ -96,7 +98,8 @@ export function needsKinds(sink: StoredSink, compiled: CompiledPipeline): boolea
 }
 
 export function sinkExtension(sink: StoredSink): string {
-  return sink.format.type === 'parquet' ? '.parquet' : '.json';
+  if (sink.format.type === 'parquet') return '.parquet';
+  return sink.json_compression === 'gzip' ? '.json.gz' : '.json';
 }
 
 export function timePartition(pattern: string, at: Date): string {
@@ -169,7 +172,7 @@ export class PipelineRunner {
   readonly stats = { events: 0, rows: 0, files: 0, dropped: 0, lastError: undefined as string | undefined };
   private readonly statePath: string;
   private readonly stagingPath: string;
-  private readonly rolling: typeof DEFAULT_ROLLING;
+  private readonly rolling: typeof DEFAULT_ROLLING & { max_rows?: number };
   /** Parquet files need a type for columns the SQL leaves untyped: learned from their values. */
   private readonly inferTypes: boolean;
   /** The Iceberg table of a catalog sink: each finished file is committed to it. */
@@ -255,7 +258,7 @@ export class PipelineRunner {
         if (r.rows > 0) this.stage(text.subarray(start, r.end), r.rows, records[k].next, r.kinds);
         else if (this.staging) this.staging.end = records[k].next;
         start = r.end;
-        if (this.staging && this.staging.bytes >= this.rolling.file_size_bytes) await this.roll();
+        if (this.staging && (this.staging.bytes >= this.rolling.file_size_bytes || this.staging.rows >= (this.rolling.max_rows ?? Infinity))) await this.roll();
       }
       // Under steady load the interval still closes files.
       if (this.staging && this.o.now().getTime() - this.staging.openedAt >= this.rolling.interval_seconds * 1000) await this.roll();
@@ -323,6 +326,7 @@ export class PipelineRunner {
     mkdirSync(dirname(target), { recursive: true });
     const tmp = `${target}.tmp`;
     if (this.o.sink.format.type === 'parquet') await this.writeParquet(tmp, s.kinds);
+    else if (this.o.sink.json_compression === 'gzip') await pipeline(createReadStream(this.stagingPath), createGzip(), createWriteStream(tmp));
     else await copyFile(this.stagingPath, tmp);
     await syncFile(tmp);
     await rename(tmp, target);

@@ -89,6 +89,7 @@ export const RollingPolicy = z.strictObject({
   interval_seconds: Seconds.optional(),
   inactivity_seconds: Seconds.optional(),
 });
+export type RollingPolicy = z.infer<typeof RollingPolicy>;
 export const R2Config = z.strictObject({
   account_id: z.string().optional(),
   bucket: z.string({ error: 'config.bucket is required' }).regex(/^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/, 'config.bucket must be 3-63 lowercase letters, digits or hyphens'),
@@ -142,7 +143,9 @@ export interface StoredSink {
   format: Format;
   schema?: Schema;
   /** An r2 sink's config; a catalog sink also has `namespace`, `table_name` and `token`. */
-  config: R2Config & { bucket: string; namespace?: string; table_name?: string; token?: string };
+  config: R2Config & { bucket: string; namespace?: string; table_name?: string; token?: string; rolling_policy?: RollingPolicy & { max_rows?: number } };
+  /** JSON files gzip-compressed (`.json.gz`): set only through the deprecated pipelines API. */
+  json_compression?: 'gzip';
   created_at: string;
   modified_at: string;
 }

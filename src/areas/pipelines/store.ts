@@ -1,5 +1,6 @@
 /** Streams, sinks and pipelines are account-scoped documents; names are unique per account. */
 import { defineCollection } from '../../core/storage/collection.ts';
+import type { StoredLegacyPipeline } from './legacy.ts';
 import type { StoredPipeline, StoredSink, StoredStream } from './schemas.ts';
 
 export const streams = defineCollection<StoredStream, 'name'>({ kind: 'pipelines_stream', indexes: { name: (s) => s.name } });
@@ -8,3 +9,5 @@ export const pipelines = defineCollection<StoredPipeline, 'name' | 'stream' | 's
   kind: 'pipelines_pipeline',
   indexes: { name: (p) => p.name, stream: (p) => p.stream_id, sink: (p) => p.sink_id },
 });
+/** Pipelines of the deprecated API: each names the stream, sink and pipeline it is made of. */
+export const legacyPipelines = defineCollection<StoredLegacyPipeline, 'name'>({ kind: 'pipelines_legacy', indexes: { name: (p) => p.name } });
