@@ -45,9 +45,10 @@
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);
  * error codes are Outpost's (the platform's are not published); YAML schemas are read with the
  * YAML 1.2 core schema and no explicit tags, with at most 1,000 alias expansions, 2 MB once
- * expanded and 128 levels of nesting (the platform's bounds are not published); the edge caches each zone's
- * gateway configuration per process and drops it on this process's writes (a second node sharing
- * the database sees changes after its own restart); BOLA baselines live in memory per process.
+ * expanded and 128 levels of nesting (the platform's bounds are not published); the edge caches
+ * each zone's gateway configuration per process and drops it on this process's writes (a second
+ * node sharing the database sees changes after its own restart); BOLA baselines live in memory
+ * per process.
  */
 import { defineArea } from '../../core/area.ts';
 import { EDGE, type EdgeService } from '../../edge/index.ts';
