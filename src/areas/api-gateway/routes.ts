@@ -318,7 +318,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     return { expression: `(cf.api_gateway.fallthrough_detected and (${parts.join(' or ')}))`, title: `Fallthrough detection for ${hosts.join(', ')}` };
   });
   router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
-    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
+    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source, true)), created_at: s.created_at })), req.query),
   );
   const listOf = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
   const SchemaOpsQuery = ListPage.extend({
@@ -334,7 +334,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     const q = req.query;
     const seen = new Set<string>();
     const out: unknown[] = [];
-    for (const op of compileOpenApi(parseOpenApi(schema.source))) {
+    for (const op of compileOpenApi(parseOpenApi(schema.source, true))) {
       const key = `${op.method} ${op.host} ${op.endpoint}`;
       if (seen.has(key)) continue;
       seen.add(key);

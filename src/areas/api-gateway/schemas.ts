@@ -27,9 +27,9 @@ export interface SchemaOperation {
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Parses the uploaded text (JSON or YAML); 400 naming what is wrong. */
-export function parseOpenApi(text: string): Obj {
-  const doc = readDocument(text);
+/** Parses the uploaded text (JSON or YAML; `stored`: a stored schema's); 400 naming what is wrong. */
+export function parseOpenApi(text: string, stored = false): Obj {
+  const doc = readDocument(text, stored);
   if (!isObj(doc) || typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.')) {
     // YAML reads an unquoted `openapi: 3.1` as a number; the field is a string in either form.
     const hint = isObj(doc) && typeof doc.openapi === 'number' ? ' (a string: quote it, openapi: "3.1.0")' : '';
