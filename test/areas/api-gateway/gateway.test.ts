@@ -724,16 +724,22 @@ describe('user schemas in YAML', () => {
     const asJson = await t.call('POST', gw('/user_schemas'), { name: 'orders-json', source: { ...ORDERS_SCHEMA, servers: [{ url: `https://${Y}` }] } });
     expect(asJson.status).toBe(200);
     const jsonId = asJson.body.result.schema.schema_id;
+    // The YAML text as the JSON body's `source` reads the same way.
+    const asText = await t.call('POST', gw('/user_schemas'), { name: 'orders-yaml-text', source: ORDERS_YAML });
+    expect(asText.status).toBe(200);
+    const textId = asText.body.result.schema.schema_id;
+    expect(asText.body.result.schema.source).toBe(ORDERS_YAML);
     for (const q of ['', '?operation_status=existing', `?host=${Y}&method=post`]) {
-      const fromYaml = await t.call('GET', gw(`/user_schemas/${rawId}/operations${q}`));
-      expect(fromYaml.body.result.length).toBeGreaterThan(0);
-      expect(fromYaml.body).toEqual((await t.call('GET', gw(`/user_schemas/${jsonId}/operations${q}`))).body);
+      const fromJson = (await t.call('GET', gw(`/user_schemas/${jsonId}/operations${q}`))).body;
+      expect(fromJson.result.length).toBeGreaterThan(0);
+      for (const id of [rawId, textId]) expect((await t.call('GET', gw(`/user_schemas/${id}/operations${q}`))).body).toEqual(fromJson);
     }
+    const ids = [clientId, rawId, jsonId, textId];
     const hosts = (await t.call('GET', gw('/user_schemas/hosts?per_page=100'))).body.result as { schema_id: string; hosts: string[] }[];
-    expect(hosts.filter((h) => [clientId, rawId, jsonId].includes(h.schema_id)).map((h) => h.hosts)).toEqual([[Y], [Y], [Y]]);
+    expect(hosts.filter((h) => ids.includes(h.schema_id)).map((h) => h.hosts)).toEqual([[Y], [Y], [Y], [Y]]);
     const listed = (await t.call('GET', gw('/user_schemas?omit_source=true&per_page=100'))).body.result as { schema_id: string; source?: string }[];
-    expect(listed.filter((s) => [clientId, rawId, jsonId].includes(s.schema_id)).map((s) => s.source)).toEqual([undefined, undefined, undefined]);
-    for (const id of [clientId, rawId, jsonId]) expect((await t.call('DELETE', gw(`/user_schemas/${id}`))).status).toBe(200);
+    expect(listed.filter((s) => ids.includes(s.schema_id)).map((s) => s.source)).toEqual([undefined, undefined, undefined, undefined]);
+    for (const id of ids) expect((await t.call('DELETE', gw(`/user_schemas/${id}`))).status).toBe(200);
     expect((await send('/orders/abc', { host: Y })).status).toBe(200);
     await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: zoneAction });
   });
