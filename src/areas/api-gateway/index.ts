@@ -25,7 +25,8 @@
  * {jwks}` ↔ `PUT …/config/{id}/credentials {keys}`; `/api_gateway/jwt_validation_rules {name,
  * hostname, token_validation_id, action}` ↔ `/token_validation/rules {title, selector, expression:
  * is_jwt_valid(…), action}`; `op_id` ↔ `operation_id`.
- * User schemas (OpenAPI JSON) validate requests; BOLA is detected per schema (see bola.ts).
+ * User schemas (OpenAPI 3 in JSON or YAML, read into one document by document.ts; `source` is
+ * given back as uploaded) validate requests; BOLA is detected per schema (see bola.ts).
  * Also served as the official client sends them: `PATCH …/credentials` (symmetric keys without
  * `k` keep their stored material), token rules `/bulk` (POST, PATCH), `PATCH
  * settings/schema_validation` (its override `none` skips validation), `user_schemas/hosts`,
@@ -42,9 +43,12 @@
  * LIMITATIONS: discovery is heuristic path normalisation, not a learned model; sequence fields
  * are not set; request bodies are inspected only when their length is declared (GraphQL under
  * 20 KB); counts reach storage every `flushMs` (a crash loses at most that interval's counts);
- * error codes are Outpost's (the platform's are not published); the edge caches each zone's
- * gateway configuration per process and drops it on this process's writes (a second node sharing
- * the database sees changes after its own restart); BOLA baselines live in memory per process.
+ * error codes are Outpost's (the platform's are not published); YAML schemas are read with the
+ * YAML 1.2 core schema and no explicit tags, with at most 1,000 alias expansions, 2 MB once
+ * expanded and 128 levels of nesting (the platform's bounds are not published); the edge caches
+ * each zone's gateway configuration per process and drops it on this process's writes (a second
+ * node sharing the database sees changes after its own restart); BOLA baselines live in memory
+ * per process.
  */
 import { defineArea } from '../../core/area.ts';
 import { EDGE, type EdgeService } from '../../edge/index.ts';

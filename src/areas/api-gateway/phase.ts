@@ -123,7 +123,7 @@ export class GatewayPhase {
     for (const schema of schemas) {
       if (!schema.validation_enabled && !schema.bola.enabled) continue;
       try {
-        for (const op of compileOpenApi(parseOpenApi(schema.source))) schemaOps.push({ schema, op });
+        for (const op of compileOpenApi(parseOpenApi(schema.source, true))) schemaOps.push({ schema, op });
       } catch (err) {
         // Checked at upload; a schema that no longer compiles (a newer validator) is skipped, not fatal.
         this.log.warn({ zone: zoneId, schema: schema.schema_id, err: (err as Error).message }, 'user schema skipped');

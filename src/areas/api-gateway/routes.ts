@@ -9,6 +9,7 @@ import { validate } from '../../core/validate.ts';
 import { validateRule } from '../../edge/rules/index.ts';
 import type { Zone } from '../zones/index.ts';
 import type { DiscoveryRecorder } from './discovery.ts';
+import { MAX_SCHEMA_BYTES } from './document.ts';
 import { OperationInput } from './endpoints.ts';
 import { LABEL_NAME, type Label, type LabelSource } from './labels.ts';
 import { openapiOf, openapiOfOperations } from './openapi.ts';
@@ -273,7 +274,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
   router.add({ method: 'GET', path: `${gw}/user_schemas`, operationId: 'api-shield-schema-validation-retrieve-information-about-all-schemas', summary: 'List user schemas', auth: read, query: ListPage.extend({ omit_source: z.preprocess((v) => v === 'true' || v === true, z.boolean()).optional() }), tags }, async (req) =>
     pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => schemaView(s, req.query.omit_source)), req.query),
   );
-  router.add({ method: 'POST', path: `${gw}/user_schemas`, operationId: 'api-shield-schema-validation-post-schema', summary: 'Upload an OpenAPI schema (multipart file, or JSON {name, source})', auth: edit, bodyType: 'raw', tags }, async (req) => {
+  router.add({ method: 'POST', path: `${gw}/user_schemas`, operationId: 'api-shield-schema-validation-post-schema', summary: 'Upload an OpenAPI schema, JSON or YAML (multipart file, or JSON {name, source})', auth: edit, bodyType: 'raw', tags }, async (req) => {
     const type = req.c.req.header('content-type') ?? '';
     let name: unknown;
     let source: unknown;
@@ -296,7 +297,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     }
     if (kind !== 'openapi_v3') throw apiError('api_gateway_invalid', 'kind must be openapi_v3');
     if (typeof source !== 'string' || source.length === 0) throw apiError('api_gateway_invalid', 'the schema is missing (a multipart part "file", or "source")');
-    if (source.length > 2 * 1024 * 1024) throw apiError('api_gateway_invalid', 'the schema is larger than 2 MB');
+    if (source.length > MAX_SCHEMA_BYTES) throw apiError('api_gateway_invalid', 'the schema is larger than 2 MB');
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw apiError('api_gateway_invalid', 'name must be 1 to 200 characters');
     const doc = parseOpenApi(source);
     const ops = compileOpenApi(doc);
@@ -317,7 +318,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     return { expression: `(cf.api_gateway.fallthrough_detected and (${parts.join(' or ')}))`, title: `Fallthrough detection for ${hosts.join(', ')}` };
   });
   router.add({ method: 'GET', path: `${gw}/user_schemas/hosts`, operationId: 'api-shield-schema-validation-retrieve-user-schema-hosts', summary: 'The hosts each user schema covers', auth: read, query: ListPage, tags }, async (req) =>
-    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source)), created_at: s.created_at })), req.query),
+    pageOf((await store.listSchemas(zoneOf(req).id)).map((s) => ({ schema_id: s.schema_id, name: s.name, hosts: schemaHosts(parseOpenApi(s.source, true)), created_at: s.created_at })), req.query),
   );
   const listOf = (v: unknown) => (v === undefined ? undefined : Array.isArray(v) ? v : [v]);
   const SchemaOpsQuery = ListPage.extend({
@@ -333,7 +334,7 @@ export function mountGatewayRoutes(ctx: AreaContext, store: GatewayStore, discov
     const q = req.query;
     const seen = new Set<string>();
     const out: unknown[] = [];
-    for (const op of compileOpenApi(parseOpenApi(schema.source))) {
+    for (const op of compileOpenApi(parseOpenApi(schema.source, true))) {
       const key = `${op.method} ${op.host} ${op.endpoint}`;
       if (seen.has(key)) continue;
       seen.add(key);

@@ -1,5 +1,5 @@
 /**
- * User schemas: OpenAPI 3.x documents (JSON) whose operations requests are validated against —
+ * User schemas: OpenAPI 3.x documents (JSON or YAML, read by document.ts) whose operations requests are validated against —
  * path parameters, query parameters (required ones and their schemas) and JSON bodies, with Ajv
  * (OpenAPI's own keywords such as `nullable`, `example`, `xml` are ignored). `$ref`s into
  * `#/components` are resolved within the document. The host of each operation is the host of
@@ -7,6 +7,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { apiError } from '../../core/errors.ts';
+import { readDocument } from './document.ts';
 import { compileTemplate, METHODS, type HttpMethod, type TemplateMatcher } from './endpoints.ts';
 
 export interface SchemaOperation {
@@ -26,15 +27,14 @@ export interface SchemaOperation {
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Parses the uploaded text; 400 naming what is wrong. */
-export function parseOpenApi(text: string): Obj {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    throw apiError('api_gateway_invalid', `the schema is not valid JSON (only JSON OpenAPI documents are read): ${(err as Error).message}`);
+/** Parses the uploaded text (JSON or YAML; `stored`: a stored schema's); 400 naming what is wrong. */
+export function parseOpenApi(text: string, stored = false): Obj {
+  const doc = readDocument(text, stored);
+  if (!isObj(doc) || typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.')) {
+    // YAML reads an unquoted `openapi: 3.1` as a number; the field is a string in either form.
+    const hint = isObj(doc) && typeof doc.openapi === 'number' ? ' (a string: quote it, openapi: "3.1.0")' : '';
+    throw apiError('api_gateway_invalid', `the schema must be an OpenAPI 3.x document ("openapi": "3.…")${hint}`);
   }
-  if (!isObj(doc) || typeof doc.openapi !== 'string' || !doc.openapi.startsWith('3.')) throw apiError('api_gateway_invalid', 'the schema must be an OpenAPI 3.x document ("openapi": "3.…")');
   if (!isObj(doc.paths)) throw apiError('api_gateway_invalid', 'the schema has no "paths" object');
   const servers = Array.isArray(doc.servers) ? doc.servers : [];
   if (!servers.some((s) => isObj(s) && typeof s.url === 'string' && hostOf(s.url))) throw apiError('api_gateway_invalid', 'the schema must name its host in servers[].url (https://api.example.com)');

@@ -4,8 +4,9 @@
  * a test key set (valid, expired, not yet valid, wrong key, missing; block and log), rule fields and
  * functions in custom rules, GraphQL limits, discovery from traffic with its OpenAPI export checked
  * by an OpenAPI validator, session identifiers and authentication posture, per-operation schema
- * validation actions at the edge, labels, the OpenAPI export of saved operations, bad input, and
- * the official client's `apiGateway.*` and `tokenValidation.*`.
+ * validation actions at the edge, user schemas in JSON and YAML (hostile YAML too), labels, the
+ * OpenAPI export of saved operations, bad input, and the official client's `apiGateway.*` and
+ * `tokenValidation.*`.
  */
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -459,7 +460,7 @@ describe('user schemas and BOLA', () => {
   const O = 'orders.gw.test';
   const custom = (rules: unknown[]) => t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules });
 
-  it('refuses schemas that are not OpenAPI JSON with a host', async () => {
+  it('refuses schemas that are not OpenAPI 3 documents with a host', async () => {
     expect((await t.call('POST', gw('/user_schemas'), { name: 'x', source: 'openapi: 3.0.0' })).status).toBe(400);
     const noHost = await t.call('POST', gw('/user_schemas'), { name: 'x', source: { ...ORDERS_SCHEMA, servers: [] } });
     expect(noHost.status).toBe(400);
@@ -608,6 +609,191 @@ describe('user schemas and BOLA', () => {
     expect((await send('/orders/5?orderId=6', { host: O, headers: { 'x-session': 's2' } })).body).toBe('pollution');
     await custom([]);
     expect((await t.call('DELETE', gw(`/user_schemas/${schemaId}`))).body).toEqual({ errors: [], messages: [], success: true });
+  });
+});
+
+// The orders schema as a user writes it in YAML (an anchor shares the responses), for its own host.
+const ORDERS_YAML = `openapi: 3.0.3
+info:
+  title: orders
+  version: "1"
+servers:
+  - url: https://yaml.gw.test
+paths:
+  /orders/{orderId}:
+    get:
+      parameters:
+        - name: orderId
+          in: path
+          required: true
+          schema:
+            type: integer
+      responses: &ok
+        "200":
+          description: ok
+  /orders:
+    post:
+      parameters:
+        - name: dry
+          in: query
+          schema:
+            type: boolean
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: "#/components/schemas/Order"
+      responses: *ok
+components:
+  schemas:
+    Order:
+      type: object
+      required: [item, qty]
+      properties:
+        item: {type: string}
+        qty: {type: integer, minimum: 1}
+`;
+
+describe('user schemas in YAML', () => {
+  const Y = 'yaml.gw.test';
+  const json = { 'content-type': 'application/json' };
+  const custom = (rules: unknown[]) => t.call('PUT', `/zones/${zone.id}/rulesets/phases/http_request_firewall_custom/entrypoint`, { rules });
+  const upload = async (text: string, fields: Record<string, string> = {}, filename = 'orders.yaml') => {
+    const form = new FormData();
+    form.append('file', new Blob([text], { type: 'application/yaml' }), filename);
+    form.append('kind', 'openapi_v3');
+    for (const [k, v] of Object.entries({ name: 'hostile', ...fields })) form.append(k, v);
+    const res = await fetch(`${t.api}/zones/${zone.id}/api_gateway/user_schemas`, { method: 'POST', headers: { authorization: `Bearer ${t.token}` }, body: form });
+    return { status: res.status, body: (await res.json()) as { success: boolean; errors: { message: string }[]; result: { schema: { schema_id: string; source: string; validation_enabled: boolean } } } };
+  };
+  let clientId: string;
+  let zoneAction: string;
+
+  it('reads a YAML schema uploaded through the official client and validates requests at the edge with it', async () => {
+    expect((await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name: 'yaml', content: ORIGIN, proxied: true, ttl: 1 })).status).toBe(200);
+    zoneAction = (await t.call('GET', gw('/settings/schema_validation'))).body.validation_default_mitigation_action;
+    const cf = sdk(t);
+    const made = await cf.apiGateway.userSchemas.create({ zone_id: zone.id, file: await toFile(Buffer.from(ORDERS_YAML), 'orders.yaml'), kind: 'openapi_v3', name: 'orders-yaml', validation_enabled: 'true' });
+    expect(made.schema).toMatchObject({ name: 'orders-yaml', kind: 'openapi_v3', validation_enabled: true });
+    clientId = made.schema!.schema_id;
+    // The source is given back as it was uploaded, as for a JSON upload; omit_source leaves it out.
+    expect((await t.call('GET', gw(`/user_schemas/${clientId}`))).body.result.source).toBe(ORDERS_YAML);
+    expect((await cf.apiGateway.userSchemas.get(clientId, { zone_id: zone.id, omit_source: true })).source).toBeUndefined();
+    const hosts = (await t.call('GET', gw('/user_schemas/hosts'))).body.result;
+    expect(hosts.find((h: { schema_id: string }) => h.schema_id === clientId)).toMatchObject({ name: 'orders-yaml', hosts: [Y] });
+    // Its operations joined the zone's, so the OpenAPI export shows them.
+    const listed: { method: string; endpoint: string; operation_id?: string }[] = [];
+    for await (const o of cf.apiGateway.userSchemas.operations.list(clientId, { zone_id: zone.id })) listed.push(o as (typeof listed)[number]);
+    expect(listed.map((o) => [o.method, o.endpoint, typeof o.operation_id])).toEqual([['GET', '/orders/{var1}', 'string'], ['POST', '/orders', 'string']]);
+    const exported = await t.call('GET', gw(`/schemas?host=${Y}`));
+    expect(Object.keys(exported.body.result.schemas[0].paths).sort()).toEqual(['/orders', '/orders/{var1}']);
+
+    // log: requests pass, and a custom rule sees the field the schema sets.
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'log' });
+    expect((await send('/orders/abc', { host: Y })).status).toBe(200);
+    await custom([{ action: 'block', expression: `http.host eq "${Y}" and cf.api_gateway.request_violates_schema`, action_parameters: { response: { status_code: 400, content: 'schema', content_type: 'text/plain' } } }]);
+    expect((await send('/orders/12', { host: Y })).status).toBe(200);
+    expect((await send('/orders/abc', { host: Y })).body).toBe('schema');
+    const order = JSON.stringify({ item: 'pen', qty: 2 });
+    const good = await send('/orders?dry=true', { host: Y, method: 'POST', headers: json, body: order });
+    expect(good.status).toBe(200);
+    expect(JSON.parse(good.body).length).toBe(order.length);
+    // The body schema is reached through the $ref and the aliased responses did not get in the way.
+    expect((await send('/orders', { host: Y, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen', qty: 0 }) })).body).toBe('schema');
+    expect((await send('/orders?dry=maybe', { host: Y, method: 'POST', headers: json, body: order })).body).toBe('schema');
+    await custom([]);
+    // block: the gateway answers by itself.
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: 'block' });
+    expect((await send('/orders/abc', { host: Y })).status).toBe(403);
+    expect((await send('/orders', { host: Y, method: 'POST', headers: json, body: JSON.stringify({ item: 'pen' }) })).status).toBe(403);
+    expect((await send('/orders/7', { host: Y })).status).toBe(200);
+    expect((await send('/orders', { host: Y, method: 'POST', headers: json, body: order })).status).toBe(200);
+  });
+
+  it('reads it over raw multipart too, with the same operations and hosts as the JSON document', async () => {
+    const rawUp = await upload(ORDERS_YAML, { name: 'orders-yaml-raw', validation_enabled: 'true' });
+    expect(rawUp.status).toBe(200);
+    const rawId = rawUp.body.result.schema.schema_id;
+    expect(rawUp.body.result.schema.source).toBe(ORDERS_YAML);
+    // The client's upload off, the raw one on: it alone validates now.
+    await t.call('PATCH', gw(`/user_schemas/${clientId}`), { validation_enabled: false });
+    expect((await send('/orders/abc', { host: Y })).status).toBe(403);
+    expect((await send('/orders/8', { host: Y })).status).toBe(200);
+    // The same document in JSON.
+    const asJson = await t.call('POST', gw('/user_schemas'), { name: 'orders-json', source: { ...ORDERS_SCHEMA, servers: [{ url: `https://${Y}` }] } });
+    expect(asJson.status).toBe(200);
+    const jsonId = asJson.body.result.schema.schema_id;
+    // The YAML text as the JSON body's `source` reads the same way.
+    const asText = await t.call('POST', gw('/user_schemas'), { name: 'orders-yaml-text', source: ORDERS_YAML });
+    expect(asText.status).toBe(200);
+    const textId = asText.body.result.schema.schema_id;
+    expect(asText.body.result.schema.source).toBe(ORDERS_YAML);
+    for (const q of ['', '?operation_status=existing', `?host=${Y}&method=post`]) {
+      const fromJson = (await t.call('GET', gw(`/user_schemas/${jsonId}/operations${q}`))).body;
+      expect(fromJson.result.length).toBeGreaterThan(0);
+      for (const id of [rawId, textId]) expect((await t.call('GET', gw(`/user_schemas/${id}/operations${q}`))).body).toEqual(fromJson);
+    }
+    const ids = [clientId, rawId, jsonId, textId];
+    const hosts = (await t.call('GET', gw('/user_schemas/hosts?per_page=100'))).body.result as { schema_id: string; hosts: string[] }[];
+    expect(hosts.filter((h) => ids.includes(h.schema_id)).map((h) => h.hosts)).toEqual([[Y], [Y], [Y], [Y]]);
+    const listed = (await t.call('GET', gw('/user_schemas?omit_source=true&per_page=100'))).body.result as { schema_id: string; source?: string }[];
+    expect(listed.filter((s) => ids.includes(s.schema_id)).map((s) => s.source)).toEqual([undefined, undefined, undefined, undefined]);
+    for (const id of ids) expect((await t.call('DELETE', gw(`/user_schemas/${id}`))).status).toBe(200);
+    expect((await send('/orders/abc', { host: Y })).status).toBe(200);
+    await t.call('PUT', gw('/settings/schema_validation'), { validation_default_mitigation_action: zoneAction });
+  });
+
+  it('refuses hostile YAML with a 400 that says what is wrong, and writes nothing', async () => {
+    const before = (await t.call('GET', gw('/user_schemas?per_page=100'))).body.result.length;
+    const refused = async (text: string, expected: string | RegExp) => {
+      const res = await upload(text);
+      expect(res.status).toBe(400);
+      expect(res.body.success).toBe(false);
+      expect(res.body.errors[0].message).toMatch(expected);
+      return res.body.errors[0].message;
+    };
+    // Malformed: the line and column of the fault.
+    await refused('openapi: 3.0.3\nservers:\n  - url: https://yaml.gw.test\npaths:\n  /a:\n    get: {}\n   oops: [\n', /^the schema is not valid YAML: line 7, column \d+: /);
+    await refused('openapi: 3.0.3\nopenapi: 3.0.3\n', /^the schema is not valid YAML: line 2, column 1: Map keys must be unique/);
+    await refused(`${ORDERS_YAML}---\nopenapi: 3.0.3\n`, /one YAML document/);
+    // Valid YAML that is not an OpenAPI 3 document: the answer a JSON upload gets.
+    for (const [yaml, asJson] of [
+      ['- openapi\n- "3.0.3"\n', '["openapi", "3.0.3"]'],
+      ['swagger: "2.0"\npaths: {}\n', '{"swagger": "2.0", "paths": {}}'],
+      ['just words\n', '"just words"'],
+      ['openapi: 3.0.3\npaths:\n  /a: {get: {}}\n', '{"openapi": "3.0.3", "paths": {"/a": {"get": {}}}}'],
+      ['openapi: 3.0.3\nservers: [{url: "https://yaml.gw.test"}]\npaths: {}\n', '{"openapi": "3.0.3", "servers": [{"url": "https://yaml.gw.test"}], "paths": {}}'],
+    ]) {
+      const fromJson = await upload(asJson, {}, 'schema.json');
+      expect(fromJson.status).toBe(400);
+      expect(await refused(yaml, /./)).toBe(fromJson.body.errors[0].message);
+    }
+    expect(await refused('openapi: 3.1\n', /OpenAPI 3/)).toContain('quote it');
+    // Tags are not read: no custom types, no binary.
+    await refused('openapi: !!python/object/apply:os.system ["id"]\n', /line 1, column 10: .*no explicit tags/);
+    await refused('openapi: 3.0.3\nx-blob: !!binary aGVsbG8=\n', /line 2, column 9: .*no explicit tags/);
+    await refused('openapi: !custom 3.0.3\n', /no explicit tags/);
+    // A "billion laughs": nine levels of nine aliases each.
+    let laughs = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n';
+    for (let i = 1; i < 10; i++) {
+      const [name, prev] = [String.fromCharCode(97 + i), String.fromCharCode(96 + i)];
+      laughs += `${name}: &${name} [${Array(9).fill(`*${prev}`).join(', ')}]\n`;
+    }
+    await refused(laughs, /expands YAML aliases too often/);
+    // Few aliases of a large anchor: past the size a JSON upload may have once expanded.
+    const big = `x-big: &big [${Array(4000).fill(`"${'y'.repeat(100)}"`).join(', ')}]\n`;
+    await refused(`${ORDERS_YAML}${big}${Array.from({ length: 6 }, (_, i) => `x-copy${i}: *big`).join('\n')}\n`, /larger than 2 MB once its YAML aliases are expanded/);
+    // An alias inside its own anchor.
+    await refused(`${ORDERS_YAML}x-loop: &loop [*loop]\n`, /contains itself/);
+    // Deep nesting, in flow and in block style, and in JSON.
+    await refused(`${ORDERS_YAML}x-deep: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n`, /nests deeper than 128 levels/);
+    await refused(`${ORDERS_YAML}x-deep:\n${Array.from({ length: 300 }, (_, i) => `${' '.repeat(i + 1)}-\n`).join('')}`, /nests deeper than 128 levels/);
+    const deepJson = await t.call('POST', gw('/user_schemas'), { name: 'deep', source: `{"openapi": "3.0.3", "x-deep": ${'['.repeat(100_000)}${']'.repeat(100_000)}}` });
+    expect(deepJson.status).toBe(400);
+    expect(deepJson.body.errors[0].message).toContain('nests deeper than 128 levels');
+    // Nothing was stored, and the gateway still answers.
+    expect((await t.call('GET', gw('/user_schemas?per_page=100'))).body.result.length).toBe(before);
   });
 });
 
