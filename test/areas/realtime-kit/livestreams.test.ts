@@ -80,6 +80,9 @@ describe('livestreams', () => {
     const replay = await fetch(ls.playback_url);
     expect(replay.status).toBe(200);
     expect(await replay.text()).toContain('#EXT-X-ENDLIST');
+    // A publisher with a wrong key does not touch it.
+    expect((await publish(`${ls.ingest_server}/not-the-key`, 3)).code).not.toBe(0);
+    expect((await fetch(ls.playback_url)).status).toBe(200);
     // The publisher's stretch is the livestream's latest session.
     const after = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
     expect(after.session).toMatchObject({ livestream_id: ls.id, err_message: null, stopped_time: expect.any(String), started_time: expect.any(String) });

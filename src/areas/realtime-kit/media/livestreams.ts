@@ -282,8 +282,12 @@ export class Livestreams {
       port: l.ingest_port,
       streamKey: l.stream_key,
       log: this.deps.log,
-      outputArgs: () => {
+      // The previous stretch's output stays playable until a publisher with the key replaces it.
+      accepted: () => {
         rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir, { recursive: true });
+      },
+      outputArgs: () => {
         mkdirSync(dir, { recursive: true });
         // Copy what the publisher sends when it is H.264/AAC (the usual RTMP case): no re-encode.
         return ['-c', 'copy', '-f', 'hls', '-hls_time', String(HLS_SEGMENT_SECS), '-hls_list_size', '6', '-hls_flags', 'delete_segments+independent_segments', '-hls_segment_filename', join(dir, 'seg-%05d.ts'), join(dir, 'index.m3u8')];
