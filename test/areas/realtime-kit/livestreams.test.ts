@@ -259,6 +259,7 @@ describe('livestream HLS retention', () => {
     const pushing = publish(`${ls.ingest_server}/${ls.stream_key}`, 6);
     await until(async () => (await fetch(ls.playback_url)).status === 200, 15_000, 'playlist of the new stretch');
     expect((await pushing).code).toBe(0);
+    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'IDLE', 10_000, 'IDLE again');
   }, 60_000);
 
   it.skipIf(sqlitePassOnly('the restart keeps the SQLite file; each PostgreSQL test server has a schema of its own'))('a start removes the output of livestreams off air for longer than the retention and keeps newer ones', async () => {

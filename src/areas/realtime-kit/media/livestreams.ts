@@ -10,7 +10,9 @@
  * meeting with the same RTMP ingest and HLS output, fed by this process: the recorder's headless
  * page (recordings.ts `compositeFeed`) hands its composite WebM to an ffmpeg that encodes H.264/AAC
  * and publishes it to the ingest with the stream key. INVOKED while the page joins, LIVE once the
- * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails). It also stops by
+ * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails: the page cannot
+ * join, the ingest refuses the encoder because another publisher holds the key, or the encoder
+ * exits or drops its connection; the first failure's message is kept). It also stops by
  * itself when the meeting's session ends: once nobody but its page has been in the meeting for the
  * meeting's keep-alive time. A meeting with `live_stream_on_start` starts one when its session
  * starts (index.ts, through the room's `sessionStarted` hook, as `record_on_start`).
@@ -21,8 +23,14 @@
  * (404 when none); `GET /livestreams/sessions/{id}` one by id; `GET /analytics/livestreams/daywise`
  * counts them per UTC day (the day each went on air), for `start_time`/`end_time` (Unix seconds)
  * or `start_date`/`end_date` (YYYY-MM-DD, as `/analytics/daywise`), the last 30 days by default.
- * LIMITATIONS: `ingest_server` is plain `rtmp://` on this host (no RTMPS); each livestream has its
- * own port (kept across restarts when it is still free); viewer seconds are counted from playlist
+ * `GET /livestreams` filters by `status`, `exclude_meetings` and creation time (`start_time`/
+ * `end_time`, ISO date-times, inclusive) and sorts by creation time (`sort_order` ASC or DSC).
+ * HLS output (hlsRoot/<id>) stays playable off air for `--meetings-livestream-retention` seconds
+ * after it was last written (default an hour) and is then deleted, by a periodic sweep and at
+ * start (which also removes folders no livestream owns); a publisher with a wrong key leaves it.
+ * LIMITATIONS: livestreams cannot be deleted (no such call), only their output expires; the
+ * creation-time filter is applied in memory over the app's livestreams; `ingest_server` is plain
+ * `rtmp://` on this host (no RTMPS); each livestream has its own port (kept across restarts when it is still free); viewer seconds are counted from playlist
  * requests (one per viewer poll), not from player sessions; the analytics `filters` parameter is
  * not supported; a meeting's livestream lives in the process that started it (a restart sets it
  * IDLE) and its ingest port is open only while it streams.
@@ -277,6 +285,8 @@ export class Livestreams {
 
   private async open(l: Livestream): Promise<number> {
     const dir = this.dir(l.id);
+    // An ingest event can outlive the storage when the server stops mid-change: logged, not thrown.
+    const lost = (err: unknown) => this.deps.log.warn({ livestream: l.id, err: (err as Error).message }, 'livestream status not saved');
     const ingest = new RtmpIngest({
       host: this.host(),
       port: l.ingest_port,
@@ -293,16 +303,18 @@ export class Livestreams {
         return ['-c', 'copy', '-f', 'hls', '-hls_time', String(HLS_SEGMENT_SECS), '-hls_list_size', '6', '-hls_flags', 'delete_segments+independent_segments', '-hls_segment_filename', join(dir, 'seg-%05d.ts'), join(dir, 'index.m3u8')];
       },
       events: {
-        live: () => void this.status(l.app_id, l.id, 'LIVE'),
+        live: () => void this.status(l.app_id, l.id, 'LIVE').catch(lost),
         ended: (error) => {
           // A meeting's ingest loses its publisher by itself only when the encoder failed; a stop sets `stopping` first.
           const job = this.jobs.get(l.id);
           const failed = error ?? (job && !job.stopping ? 'the livestream encoder disconnected from the ingest' : undefined);
           // Only a livestream on air changes: one already ended (ERRORED by its publisher's failure) keeps its status.
-          void this.status(l.app_id, l.id, failed ? 'ERRORED' : 'IDLE', failed, ACTIVE).finally(() => {
-            this.endedWaiters.get(l.id)?.();
-            this.endedWaiters.delete(l.id);
-          });
+          void this.status(l.app_id, l.id, failed ? 'ERRORED' : 'IDLE', failed, ACTIVE)
+            .catch(lost)
+            .finally(() => {
+              this.endedWaiters.get(l.id)?.();
+              this.endedWaiters.delete(l.id);
+            });
         },
         refused: (reason) => this.deps.log.info({ livestream: l.id, reason }, 'RTMP publisher refused'),
       },
