@@ -6,7 +6,10 @@
  * (the publisher fails and nothing is written). `GET /livestreams/{id}` answers `{livestream, session}`:
  * no session before the first publisher, then its stretch; each later stretch is a session of its
  * own (paged newest first, `/livestreams/sessions/{id}`, `…/active-livestream-session` while on air,
- * `/analytics/livestreams/daywise`). Sessions are stored, so this runs on both backends.
+ * `/analytics/livestreams/daywise`). The list filters by creation time and sorts (over HTTP and
+ * the official client). Off air, the HLS output stays playable (a wrong-key publisher leaves it)
+ * until the retention has passed, then it is deleted, also at start (restart: SQLite pass).
+ * Sessions are stored, so this runs on both backends.
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
