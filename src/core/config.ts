@@ -168,6 +168,8 @@ export interface Config {
   pipelinesLog: string;
   /** Meeting platform: caps each meeting's session keep-alive, seconds (unset = the meeting's own value). */
   meetingsKeepAliveCap?: number;
+  /** Meeting platform: how long a livestream's HLS output is kept once it is off air, seconds (default 3600). */
+  meetingsLivestreamRetention?: number;
   /** Meeting platform: first webhook retry delay in ms; each further retry doubles it. */
   meetingsWebhookBackoffMs: number;
   /** Meeting platform: lifetime of participant tokens, seconds. */
@@ -816,6 +818,7 @@ export const OPTIONS: OptionSpec[] = [
     type: 'int',
     help: 'longest session keep-alive after the last peer left, seconds (default: each meeting\'s own)',
   },
+  { key: 'meetingsLivestreamRetention', flag: 'meetings-livestream-retention', env: 'OUTPOST_MEETINGS_LIVESTREAM_RETENTION', type: 'int', help: 'seconds a livestream\'s HLS segments stay playable once it is off air, then deleted (default 3600)' },
   {
     key: 'meetingsWebhookBackoffMs',
     flag: 'meetings-webhook-backoff',

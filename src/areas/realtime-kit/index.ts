@@ -44,7 +44,8 @@
  * per-process key (a restart invalidates them); recordings (media/recordings.ts: a headless
  * Chromium recorder, ffmpeg) and livestreams (media/livestreams.ts, media/rtmp.ts: RTMP ingest to
  * HLS; independent ones fed by any RTMP encoder, a meeting's own fed by the recorder's composite
- * page through ffmpeg) have their own limitations there;
+ * page through ffmpeg; HLS output deleted once off air for the retention) have their own
+ * limitations there;
  * 401/403 answers of the router keep the v4 envelope; the official platform SDK cannot join (its
  * protocol is proprietary) — use ours.
  */

@@ -6,12 +6,18 @@
  * (the publisher fails and nothing is written). `GET /livestreams/{id}` answers `{livestream, session}`:
  * no session before the first publisher, then its stretch; each later stretch is a session of its
  * own (paged newest first, `/livestreams/sessions/{id}`, `…/active-livestream-session` while on air,
- * `/analytics/livestreams/daywise`). Sessions are stored, so this runs on both backends.
+ * `/analytics/livestreams/daywise`). The list filters by creation time and sorts (over HTTP and
+ * the official client). Off air, the HLS output stays playable (a wrong-key publisher leaves it)
+ * until the retention has passed, then it is deleted, also at start (restart: SQLite pass).
+ * Sessions are stored, so this runs on both backends.
  */
 import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../../support/server.ts';
+import { sqlitePassOnly, startTestServer, type TestServer } from '../../support/server.ts';
 import { sdk } from '../../support/sdk.ts';
 import { createApp, startReceiver, until, type Fixture } from './support.ts';
 
@@ -73,6 +79,13 @@ describe('livestreams', () => {
     const done = await pushing;
     expect(done.code).toBe(0);
     await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'IDLE', 10_000, 'IDLE');
+    // Off air, the finished playlist stays playable (for the retention time, an hour by default).
+    const replay = await fetch(ls.playback_url);
+    expect(replay.status).toBe(200);
+    expect(await replay.text()).toContain('#EXT-X-ENDLIST');
+    // A publisher with a wrong key does not touch it.
+    expect((await publish(`${ls.ingest_server}/not-the-key`, 3)).code).not.toBe(0);
+    expect((await fetch(ls.playback_url)).status).toBe(200);
     // The publisher's stretch is the livestream's latest session.
     const after = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
     expect(after.session).toMatchObject({ livestream_id: ls.id, err_message: null, stopped_time: expect.any(String), started_time: expect.any(String) });
@@ -164,4 +177,108 @@ describe('livestreams', () => {
       expect(r.body.success).toBe(false);
     }
   }, 90_000);
+
+  it('the list filters by creation time (inclusive, ISO), sorts ASC or DSC and pages the result; bad values are 400', async () => {
+    const g = await createApp(t, 'list');
+    const made: { id: string; created_at: string }[] = [];
+    for (const name of ['one', 'two', 'three']) made.push((await t.call('POST', `${g.base}/livestreams`, { name })).body.data);
+    const byTime = (dir: 1 | -1) => (a: { id: string; created_at: string }, b: { id: string; created_at: string }) => dir * (a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    const ids = (r: { body: { data: { id: string }[] } }) => r.body.data.map((l) => l.id);
+    const list = (q: string) => t.call('GET', `${g.base}/livestreams?${q}`);
+
+    expect(ids(await list(''))).toEqual([...made].sort(byTime(-1)).map((l) => l.id));
+    expect(ids(await list('sort_order=ASC'))).toEqual([...made].sort(byTime(1)).map((l) => l.id));
+    expect(ids(await list('sort_order=DSC'))).toEqual([...made].sort(byTime(-1)).map((l) => l.id));
+
+    // Both ends inclusive: from the second's creation time to the third's.
+    const [from, to] = [made[1].created_at, made[2].created_at];
+    const inRange = made.filter((l) => l.created_at >= from && l.created_at <= to);
+    expect(inRange.length).toBeGreaterThanOrEqual(2);
+    const ranged = await list(`start_time=${encodeURIComponent(from)}&end_time=${encodeURIComponent(to)}&sort_order=ASC`);
+    expect(ranged.status).toBe(200);
+    expect(ids(ranged)).toEqual([...inRange].sort(byTime(1)).map((l) => l.id));
+    expect(ranged.body.paging).toMatchObject({ total_count: inRange.length, start_offset: 1, end_offset: inRange.length });
+    // Paging applies to the filtered set.
+    const second = await list(`start_time=${encodeURIComponent(from)}&sort_order=ASC&per_page=1&page_no=2`);
+    expect(ids(second)).toEqual([[...inRange].sort(byTime(1))[1].id]);
+    expect(second.body.paging).toMatchObject({ total_count: inRange.length, start_offset: 2, end_offset: 2 });
+    const future = await list(`start_time=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`);
+    expect(future.body.data).toEqual([]);
+    expect(future.body.paging.total_count).toBe(0);
+    const before = await list(`end_time=${encodeURIComponent(new Date(Date.parse(made[0].created_at) - 1).toISOString())}`);
+    expect(before.body.data).toEqual([]);
+    // An offset is a time zone, not a shift: the same instant written in +02:00 selects the same.
+    const offset = new Date(Date.parse(from) + 2 * 3_600_000).toISOString().replace('Z', '+02:00');
+    expect(ids(await list(`start_time=${encodeURIComponent(offset)}&end_time=${encodeURIComponent(to)}&sort_order=ASC`))).toEqual(ids(ranged));
+
+    for (const [q, param] of [
+      ['start_time=yesterday', 'start_time'],
+      ['end_time=2026-13-01T00:00:00Z', 'end_time'],
+      [`start_time=${encodeURIComponent(to)}&end_time=${encodeURIComponent(new Date(Date.parse(to) - 1000).toISOString())}`, 'start_time'],
+      ['sort_order=UP', 'sort_order'],
+    ]) {
+      const r = await list(q);
+      expect(r.status, q).toBe(400);
+      expect(r.body).toMatchObject({ success: false, error: { code: 400 } });
+      expect(r.body.error.message, q).toContain(param);
+    }
+
+    // The official client sends the same parameters.
+    const cf = sdk(t).realtimeKit.livestreams;
+    const viaClient = await cf.getAllLivestreams(g.appId, { account_id: t.accountId, start_time: from, end_time: to, sort_order: 'ASC', per_page: 1, page_no: 1 });
+    expect((viaClient.data as unknown as { id: string }[]).map((l) => l.id)).toEqual([[...inRange].sort(byTime(1))[0].id]);
+    const newestFirst = await cf.getAllLivestreams(g.appId, { account_id: t.accountId, sort_order: 'DSC', exclude_meetings: true });
+    expect((newestFirst.data as unknown as { id: string }[]).map((l) => l.id)).toEqual([...made].sort(byTime(-1)).map((l) => l.id));
+    await expect(cf.getAllLivestreams(g.appId, { account_id: t.accountId, start_time: 'not-a-date' })).rejects.toMatchObject({ status: 400 });
+  });
+});
+
+describe('livestream HLS retention', () => {
+  let t: TestServer;
+  let f: Fixture;
+  const dataDir = mkdtempSync(join(tmpdir(), 'outpost-hls-retention-'));
+  const hls = (id: string) => join(dataDir, 'realtime-kit', 'hls', id);
+
+  beforeAll(async () => {
+    t = await startTestServer({ meetingsLivestreamRetention: 1 }, { dataDir });
+    f = await createApp(t, 'retention');
+  });
+  afterAll(async () => {
+    await t?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('off air, the HLS output is deleted after the retention; folders no livestream owns go too', async () => {
+    const ls = (await t.call('POST', `${f.base}/livestreams`, { name: 'short' })).body.data;
+    const stray = hls('not-a-livestream');
+    mkdirSync(stray, { recursive: true });
+    writeFileSync(join(stray, 'index.m3u8'), '#EXTM3U\n');
+    expect((await publish(`${ls.ingest_server}/${ls.stream_key}`, 3)).code).toBe(0);
+    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'IDLE', 10_000, 'IDLE');
+    await until(() => !existsSync(hls(ls.id)) && !existsSync(stray), 20_000, 'HLS folders removed');
+    expect((await fetch(ls.playback_url)).status).toBe(404);
+    // The livestream itself stays, and a new stretch on air writes a fresh folder.
+    expect((await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status).toBe('IDLE');
+    const pushing = publish(`${ls.ingest_server}/${ls.stream_key}`, 6);
+    await until(async () => (await fetch(ls.playback_url)).status === 200, 15_000, 'playlist of the new stretch');
+    expect((await pushing).code).toBe(0);
+    await until(async () => (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data.livestream.status === 'IDLE', 10_000, 'IDLE again');
+  }, 60_000);
+
+  it.skipIf(sqlitePassOnly('the restart keeps the SQLite file; each PostgreSQL test server has a schema of its own'))('a start removes the output of livestreams off air for longer than the retention and keeps newer ones', async () => {
+    const old = (await t.call('POST', `${f.base}/livestreams`, { name: 'old' })).body.data;
+    const recent = (await t.call('POST', `${f.base}/livestreams`, { name: 'recent' })).body.data;
+    await t.stop();
+    for (const id of [old.id, recent.id]) {
+      mkdirSync(hls(id), { recursive: true });
+      writeFileSync(join(hls(id), 'index.m3u8'), '#EXTM3U\n#EXT-X-ENDLIST\n');
+    }
+    const twoHoursAgo = new Date(Date.now() - 2 * 3_600_000);
+    utimesSync(join(hls(old.id), 'index.m3u8'), twoHoursAgo, twoHoursAgo);
+    utimesSync(hls(old.id), twoHoursAgo, twoHoursAgo);
+    t = await startTestServer({ meetingsLivestreamRetention: 3600 }, { dataDir });
+    expect(existsSync(hls(old.id))).toBe(false);
+    expect(existsSync(hls(recent.id))).toBe(true);
+    expect((await fetch(`${t.url}/realtime/kit/livestreams/${recent.id}/hls/index.m3u8`)).status).toBe(200);
+  }, 30_000);
 });

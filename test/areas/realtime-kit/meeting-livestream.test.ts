@@ -8,11 +8,13 @@
  * LIVE. `GET /livestreams/{id}` answers `{livestream, session}` (the latest session's times and
  * ingest seconds), also through the official `cloudflare` client. A meeting with
  * `live_stream_on_start` starts its livestream at the session's first join, and the livestream stops
- * by itself (IDLE, with its webhook) once everyone has left; the session then ends. Bad input: a
+ * by itself (IDLE, with its webhook) once everyone has left; the session then ends. When the
+ * ingest refuses the meeting's encoder (an outside publisher took it with the key while the page
+ * joined) the livestream is ERRORED with a signed OFFLINE webhook and keeps that error. Bad input: a
  * second start while live (409), stopping when none is active (404), an unknown meeting (404), a
  * bad body (400). Media and browsers, not storage: SQLite pass only.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { promisify } from 'node:util';
 import type { Browser } from 'puppeteer-core';
@@ -28,6 +30,18 @@ async function probe(url: string): Promise<{ duration: number; streams: { codec_
   const out = await run('ffprobe', ['-v', 'error', '-show_entries', 'format=duration:stream=codec_type,width,height', '-of', 'json', url], { timeout: 20_000 });
   const j = JSON.parse(out.stdout);
   return { duration: Number(j.format?.duration), streams: j.streams };
+}
+
+/** Pushes a test pattern to an RTMP URL for up to `seconds`; resolves with ffmpeg's exit code. */
+function publish(url: string, seconds: number): Promise<number | null> {
+  return new Promise((resolve) => {
+    const p = spawn('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-re', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-f', 'lavfi', '-i', 'sine', '-t', String(seconds), '-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-pix_fmt', 'yuv420p', '-c:a', 'aac', '-f', 'flv', url], { stdio: 'ignore' });
+    const timer = setTimeout(() => p.kill('SIGKILL'), (seconds + 20) * 1000);
+    p.on('close', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
 }
 
 describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, not storage'))('meeting livestream', () => {
@@ -159,6 +173,43 @@ describe.skipIf(sqlitePassOnly('meeting livestreams drive browsers and ffmpeg, n
     expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(200);
     expect((await t.call('GET', path('livestreams'))).body.data).toHaveLength(3);
   }, 30_000);
+
+  it('the ingest refuses the encoder (another publisher holds the stream key): ERRORED with its webhook', async () => {
+    const start = await t.call('POST', path('livestreams'), { name: 'contested' });
+    expect(start.status).toBe(201);
+    const ls = start.body.data;
+    // While the recorder page joins, an outside encoder with the leaked key takes the ingest: it goes
+    // LIVE, and the meeting's own encoder is refused when it connects, so its ffmpeg exits non-zero.
+    const intruder = publish(`${ls.ingest_server}/${ls.stream_key}`, 60);
+    await until(async () => (await get(ls.id)).status === 'LIVE', 10_000, 'LIVE by the outside publisher');
+    const failed = await until(async () => {
+      const l = await get(ls.id);
+      return l.status === 'ERRORED' ? l : undefined;
+    }, 40_000, 'ERRORED');
+    expect(failed.error).toMatch(/encoder/);
+    // The failed livestream releases its ingest, which drops the outside publisher too.
+    expect(await intruder).not.toBe(0);
+    // The ingest closing after the failure changes nothing: the first failure's status and message stay.
+    expect(await get(ls.id)).toMatchObject({ status: 'ERRORED', error: failed.error });
+    expect((await t.call('GET', path('active-livestream'))).status).toBe(404);
+    const one = (await t.call('GET', `${f.base}/livestreams/${ls.id}`)).body.data;
+    expect(one.session).toMatchObject({ livestream_id: ls.id, stopped_time: expect.any(String), err_message: failed.error });
+
+    const hooks = await until(() => {
+      const mine = receiver.deliveries.filter((d) => d.body.streamId === ls.id);
+      return mine.length >= 2 ? mine : undefined;
+    }, 10_000, 'webhooks');
+    expect(hooks.map((d) => d.body.status)).toEqual(['LIVE', 'OFFLINE']);
+    for (const d of hooks) {
+      expect(d.verified).toBe(true);
+      expect(d.body).toMatchObject({ event: 'livestreaming.statusUpdate', manualIngest: false, meeting: { id: meetingId } });
+    }
+    expect(hooks[1].body.error).toBe(failed.error);
+    // Nothing is left on: the meeting can start a livestream again.
+    const next = await t.call('POST', path('livestreams'), {});
+    expect(next.status).toBe(201);
+    expect((await t.call('POST', path('active-livestream/stop'))).status).toBe(200);
+  }, 90_000);
 
   it('live_stream_on_start: the first join starts it; it stops by itself when everyone has left', async () => {
     const auto = await createMeeting(t, f, { title: 'On air', live_stream_on_start: true });

@@ -10,7 +10,9 @@
  * meeting with the same RTMP ingest and HLS output, fed by this process: the recorder's headless
  * page (recordings.ts `compositeFeed`) hands its composite WebM to an ffmpeg that encodes H.264/AAC
  * and publishes it to the ingest with the stream key. INVOKED while the page joins, LIVE once the
- * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails). It also stops by
+ * ingest receives, IDLE after the stop (ERRORED if the page or the encoder fails: the page cannot
+ * join, the ingest refuses the encoder because another publisher holds the key, or the encoder
+ * exits or drops its connection; the first failure's message is kept). It also stops by
  * itself when the meeting's session ends: once nobody but its page has been in the meeting for the
  * meeting's keep-alive time. A meeting with `live_stream_on_start` starts one when its session
  * starts (index.ts, through the room's `sessionStarted` hook, as `record_on_start`).
@@ -21,8 +23,14 @@
  * (404 when none); `GET /livestreams/sessions/{id}` one by id; `GET /analytics/livestreams/daywise`
  * counts them per UTC day (the day each went on air), for `start_time`/`end_time` (Unix seconds)
  * or `start_date`/`end_date` (YYYY-MM-DD, as `/analytics/daywise`), the last 30 days by default.
- * LIMITATIONS: `ingest_server` is plain `rtmp://` on this host (no RTMPS); each livestream has its
- * own port (kept across restarts when it is still free); viewer seconds are counted from playlist
+ * `GET /livestreams` filters by `status`, `exclude_meetings` and creation time (`start_time`/
+ * `end_time`, ISO date-times, inclusive) and sorts by creation time (`sort_order` ASC or DSC).
+ * HLS output (hlsRoot/<id>) stays playable off air for `--meetings-livestream-retention` seconds
+ * after it was last written (default an hour) and is then deleted, by a periodic sweep and at
+ * start (which also removes folders no livestream owns); a publisher with a wrong key leaves it.
+ * LIMITATIONS: livestreams cannot be deleted (no such call), only their output expires; the
+ * creation-time filter is applied in memory over the app's livestreams; `ingest_server` is plain
+ * `rtmp://` on this host (no RTMPS); each livestream has its own port (kept across restarts when it is still free); viewer seconds are counted from playlist
  * requests (one per viewer poll), not from player sessions; the analytics `filters` parameter is
  * not supported; a meeting's livestream lives in the process that started it (a restart sets it
  * IDLE) and its ingest port is open only while it streams.
@@ -30,7 +38,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { AreaContext } from '../../../core/area.ts';
@@ -99,7 +107,16 @@ export const livestreamSessions = defineCollection<LivestreamSessionRecord, 'liv
 });
 
 const CreateBody = z.object({ name: z.string().max(255).nullable().optional() });
-const ListQuery = z.object({ ...PageQuery, exclude_meetings: z.enum(['true', 'false']).optional(), status: z.enum(['IDLE', 'LIVE', 'ERRORED', 'INVOKED']).optional() });
+const isoTime = (name: string) => qString(z.string().datetime({ offset: true, error: `${name} must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z` })).optional();
+const ListQuery = z.object({
+  ...PageQuery,
+  exclude_meetings: z.enum(['true', 'false']).optional(),
+  status: z.enum(['IDLE', 'LIVE', 'ERRORED', 'INVOKED']).optional(),
+  start_time: isoTime('start_time'),
+  end_time: isoTime('end_time'),
+  // The official client sends `DSC`; `DESC` is accepted as well.
+  sort_order: qString(z.string().transform((v) => v.toUpperCase()).pipe(z.enum(['ASC', 'DSC', 'DESC'], { error: 'sort_order must be ASC or DSC' }))).optional(),
+});
 const VideoConfig = z.object({ width: z.number().int().min(160).max(1920).optional(), height: z.number().int().min(120).max(1080).optional() }).passthrough();
 const MeetingBody = z.object({ name: z.string().max(255).nullable().optional(), video_config: VideoConfig.optional() });
 const AnalyticsQuery = z.object({ start_time: qInt(z.number().int().min(0)).optional(), end_time: qInt(z.number().int().min(0)).optional() });
@@ -134,6 +151,16 @@ const ACTIVE: Livestream['status'][] = ['INVOKED', 'LIVE'];
 const STOP_WAIT_MS = 10_000;
 /** How often a meeting livestream checks whether anyone but its feed is still in the meeting. */
 const ALONE_CHECK_MS = 1000;
+/** Default time a livestream's HLS output stays playable once it is off air, seconds. */
+export const DEFAULT_HLS_RETENTION_SECS = 3600;
+
+/** When a livestream's HLS folder was last written (the folder or its playlist), ms since the epoch. */
+async function lastWrite(dir: string): Promise<number | undefined> {
+  const d = await stat(dir).catch(() => undefined);
+  if (!d) return undefined;
+  const p = await stat(join(dir, 'index.m3u8')).catch(() => undefined);
+  return Math.max(d.mtimeMs, p?.mtimeMs ?? 0);
+}
 
 /**
  * ffmpeg arguments that encode the composite's WebM (VP8/Opus from MediaRecorder, stdin) to
@@ -160,6 +187,8 @@ export class Livestreams {
   private readonly starting = new Set<string>();
   /** Copies of each livestream's latest session to its record, one at a time per livestream. */
   private readonly syncs = new Map<string, Promise<void>>();
+  private sweeper?: NodeJS.Timeout;
+  private sweeping?: Promise<number>;
 
   constructor(private readonly deps: LivestreamDeps) {}
 
@@ -256,24 +285,37 @@ export class Livestreams {
 
   private async open(l: Livestream): Promise<number> {
     const dir = this.dir(l.id);
+    // An ingest event can outlive the storage when the server stops mid-change: logged, not thrown.
+    const lost = (err: unknown) => this.deps.log.warn({ livestream: l.id, err: (err as Error).message }, 'livestream status not saved');
     const ingest = new RtmpIngest({
       host: this.host(),
       port: l.ingest_port,
       streamKey: l.stream_key,
       log: this.deps.log,
-      outputArgs: () => {
+      // The previous stretch's output stays playable until a publisher with the key replaces it.
+      accepted: () => {
         rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir, { recursive: true });
+      },
+      outputArgs: () => {
         mkdirSync(dir, { recursive: true });
         // Copy what the publisher sends when it is H.264/AAC (the usual RTMP case): no re-encode.
         return ['-c', 'copy', '-f', 'hls', '-hls_time', String(HLS_SEGMENT_SECS), '-hls_list_size', '6', '-hls_flags', 'delete_segments+independent_segments', '-hls_segment_filename', join(dir, 'seg-%05d.ts'), join(dir, 'index.m3u8')];
       },
       events: {
-        live: () => void this.status(l.app_id, l.id, 'LIVE'),
-        ended: (error) =>
-          void this.status(l.app_id, l.id, error ? 'ERRORED' : 'IDLE', error).finally(() => {
-            this.endedWaiters.get(l.id)?.();
-            this.endedWaiters.delete(l.id);
-          }),
+        live: () => void this.status(l.app_id, l.id, 'LIVE').catch(lost),
+        ended: (error) => {
+          // A meeting's ingest loses its publisher by itself only when the encoder failed; a stop sets `stopping` first.
+          const job = this.jobs.get(l.id);
+          const failed = error ?? (job && !job.stopping ? 'the livestream encoder disconnected from the ingest' : undefined);
+          // Only a livestream on air changes: one already ended (ERRORED by its publisher's failure) keeps its status.
+          void this.status(l.app_id, l.id, failed ? 'ERRORED' : 'IDLE', failed, ACTIVE)
+            .catch(lost)
+            .finally(() => {
+              this.endedWaiters.get(l.id)?.();
+              this.endedWaiters.delete(l.id);
+            });
+        },
         refused: (reason) => this.deps.log.info({ livestream: l.id, reason }, 'RTMP publisher refused'),
       },
     });
@@ -282,10 +324,12 @@ export class Livestreams {
     return port;
   }
 
-  private async status(appId: string, id: string, status: Livestream['status'], error?: string): Promise<void> {
+  /** Sets the status (a webhook when it changes); with `from`, only a livestream in one of those statuses. */
+  private async status(appId: string, id: string, status: Livestream['status'], error?: string, from?: Livestream['status'][]): Promise<void> {
     for (let attempt = 0; attempt < 4; attempt++) {
       const doc = await livestreams.get(this.db, appId, id);
       if (!doc) return;
+      if (from && !from.includes(doc.body.status)) return;
       const at = this.deps.ctx.clock.now();
       const prev = doc.body;
       const ts = at.toISOString();
@@ -355,7 +399,7 @@ export class Livestreams {
         const message = (err as Error)?.message ?? String(err);
         this.deps.log.warn({ livestream: id, err: message }, 'meeting livestream failed');
         await this.teardown(id, job);
-        if (!job.stopping) await this.status(l.app_id, id, 'ERRORED', message);
+        if (!job.stopping) await this.status(l.app_id, id, 'ERRORED', message, ACTIVE);
         await this.release(id);
       });
       return l;
@@ -477,9 +521,54 @@ export class Livestreams {
         void this.status(l.app_id, l.id, 'ERRORED', `ingest port ${l.ingest_port} is taken`);
       });
     }
+    const removed = await this.sweep();
+    if (removed > 0) this.deps.log.info({ folders: removed }, 'removed HLS output of livestreams off air for longer than the retention');
+    const every = Math.min(60_000, Math.max(1000, this.retentionMs() / 2));
+    this.sweeper = setInterval(() => void this.sweep(), every);
+    this.sweeper.unref();
+  }
+
+  private retentionMs(): number {
+    return Math.max(0, this.deps.ctx.config.meetingsLivestreamRetention ?? DEFAULT_HLS_RETENTION_SECS) * 1000;
+  }
+
+  /**
+   * Deletes the HLS output (hlsRoot/<id>) of every livestream that is not on air and whose output
+   * was last written longer than the retention ago (the end of its last stretch: ffmpeg rewrites
+   * the playlist every segment while it streams), and any folder no livestream owns. A livestream
+   * that goes on air again starts a fresh folder. One sweep at a time; answers how many it removed.
+   */
+  sweep(): Promise<number> {
+    this.sweeping ??= this.sweepOnce().finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async sweepOnce(): Promise<number> {
+    const root = this.deps.hlsRoot;
+    const names = await readdir(root).catch(() => [] as string[]);
+    const retention = this.retentionMs();
+    let removed = 0;
+    for (const name of names) {
+      const doc = await livestreams.findById(this.db, name).catch(() => undefined);
+      if (doc && ACTIVE.includes(doc.body.status)) continue;
+      const written = await lastWrite(join(root, name));
+      // File times are wall-clock times, so they are compared with the wall clock.
+      if (doc && written !== undefined && Date.now() - written < retention) continue;
+      // Checked again just before the removal, in the same tick: a publisher connecting later makes its folder anew.
+      if (this.ingests.get(name)?.busy || this.jobs.has(name)) continue;
+      try {
+        rmSync(join(root, name), { recursive: true, force: true });
+        removed++;
+      } catch (err) {
+        this.deps.log.warn({ livestream: name, err: (err as Error).message }, 'livestream HLS output could not be removed');
+      }
+    }
+    return removed;
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    await this.sweeping;
     for (const [id, job] of this.jobs) {
       job.stopping = true;
       clearInterval(job.watch);
@@ -571,7 +660,19 @@ export class Livestreams {
       const filters: { field: 'meeting' | 'status'; op: 'eq'; value: string }[] = [];
       if (query.exclude_meetings === 'true') filters.push({ field: 'meeting', op: 'eq', value: '' });
       if (query.status) filters.push({ field: 'status', op: 'eq', value: query.status });
-      const { items, total } = await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction: 'desc', limit: perPage, offset });
+      const direction = query.sort_order === 'ASC' ? 'asc' : 'desc';
+      if (query.start_time || query.end_time) {
+        // Creation time, both ends inclusive; applied in memory over the filtered set (as the meetings list does).
+        const from = query.start_time ? Date.parse(query.start_time) : -Infinity;
+        const to = query.end_time ? Date.parse(query.end_time) : Infinity;
+        if (from > to) throw apiError('rtk_invalid', 'start_time must not be after end_time');
+        const all = (await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction })).items.filter((d) => {
+          const t = Date.parse(d.body.created_at);
+          return t >= from && t <= to;
+        });
+        return paged({ items: all.slice(offset, offset + perPage).map((d) => this.view(d.body)), total: all.length, page, perPage });
+      }
+      const { items, total } = await livestreams.list(db, params.app_id, { filters, order: 'created_on', direction, limit: perPage, offset });
       return paged({ items: items.map((d) => this.view(d.body)), total, page, perPage });
     });
     route(ctx, { method: 'GET', path: `${BASE}/livestreams/:livestream_id`, operationId: 'rtk-livestream-get', summary: 'Get a livestream with one of its sessions (newest first, one per page)', level: 'read', query: z.object(PageQuery) }, async ({ c, params, query }) => {

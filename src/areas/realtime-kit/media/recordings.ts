@@ -367,7 +367,13 @@ export class Recorder {
     const close = async () => {
       this.feeds.delete(close);
       await browser?.close().catch(() => undefined);
-      rmSync(dir, { recursive: true, force: true });
+      // Chromium's helpers may still be writing to the profile for a moment after close: retry, and
+      // never let a leftover temporary folder fail the stop.
+      try {
+        rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+      } catch (err) {
+        this.deps.log.warn({ dir, err: (err as Error).message }, 'recorder profile folder not removed');
+      }
     };
     this.feeds.add(close);
     try {

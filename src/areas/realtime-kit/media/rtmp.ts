@@ -54,6 +54,11 @@ export interface IngestOptions {
   streamKey: string;
   /** ffmpeg output arguments (after the input); the HLS directory is theirs. */
   outputArgs: () => string[];
+  /**
+   * Called when the stream key matched, before ffmpeg sees the publish (so before it writes
+   * anything): the place to clear the previous output, which a refused publisher must not touch.
+   */
+  accepted?: () => void;
   log: Logger;
   events: IngestEvents;
 }
@@ -169,6 +174,7 @@ export class RtmpIngest {
         return;
       }
       accepted = true;
+      this.opts.accepted?.();
       upstream.write(held);
       held = Buffer.alloc(0);
       events.live();
