@@ -71,6 +71,8 @@ export interface DetectorOptions {
   /** Multiplies every floor (the `--ddos-threshold-percent` / 100). */
   scale: number;
   newId(): string;
+  /** Monotonic milliseconds for the windows (default `performance.now`); tests step it by hand. */
+  now?: () => number;
   onStart(attack: Attack): void;
   onEnd(attack: Attack): void;
 }
@@ -82,7 +84,8 @@ function fairShare(baseline: number, targetThreshold: number): number {
 
 export class Detector {
   private readonly targets = new Map<string, TargetState>();
-  private windowStart = performance.now();
+  private readonly now: () => number;
+  private windowStart: number;
   private readonly windowSec: number;
 
   constructor(
@@ -90,11 +93,13 @@ export class Detector {
     private readonly opts: DetectorOptions,
   ) {
     this.windowSec = opts.windowMs / 1000;
+    this.now = opts.now ?? (() => performance.now());
+    this.windowStart = this.now();
   }
 
   /** Seconds the current window has run, at least its nominal length. */
   private elapsed(): number {
-    return Math.max(this.windowSec, (performance.now() - this.windowStart) / 1000);
+    return Math.max(this.windowSec, (this.now() - this.windowStart) / 1000);
   }
 
   private thresholds(baseline: number, sensitivity: Sensitivity): { source: number; target: number } {
@@ -145,7 +150,7 @@ export class Detector {
     overSource &&= n >= thr.source * seconds;
     overTarget &&= t.count >= thr.target * seconds;
     if (!overSource && !overTarget) return undefined;
-    const elapsed = Math.max((performance.now() - this.windowStart) / 1000, this.windowSec / 10);
+    const elapsed = Math.max((this.now() - this.windowStart) / 1000, this.windowSec / 10);
     const started: Attack = {
       id: this.opts.newId(),
       signature: this.signature,
@@ -174,7 +179,7 @@ export class Detector {
 
   /** Ends the current window: learn baselines, update running attacks, drop idle targets. */
   roll(): void {
-    const now = performance.now();
+    const now = this.now();
     const seconds = Math.max((now - this.windowStart) / 1000, 0.001);
     this.windowStart = now;
     for (const [key, t] of this.targets) {
