@@ -10,7 +10,8 @@
  * Mitigated sources: in a single-source detection, the sources over the per-source threshold; in
  * a many-source detection, every source sending more than its fair share (the larger of twice
  * the target's baseline and 1/10 of the target threshold) — a legitimate client at ordinary rates
- * stays served. Memory is bounded: sources per window and targets are capped, idle targets dropped.
+ * stays served. A fingerprinted stream (reflection) is mitigated whole while its attack runs.
+ * Memory is bounded: sources per window and targets are capped, idle targets dropped.
  */
 import { BASELINE_MULTIPLIER, SENSITIVITY_FACTOR, type Sensitivity, type Signature } from './signatures.ts';
 
@@ -132,6 +133,10 @@ export class Detector {
     const attack = t.attack;
     if (attack) {
       if (attack.sources.has(source)) return attack;
+      if (this.signature.fingerprint) {
+        if (attack.sources.size < MAX_SOURCES_PER_WINDOW) attack.sources.add(source);
+        return attack;
+      }
       const thr = this.thresholds(t.baseline, attack.sensitivity);
       const cut = attack.mode === 'source' ? thr.source : fairShare(t.baseline, thr.target);
       if (n >= cut * this.windowSec && n >= cut * this.elapsed()) {
@@ -169,7 +174,7 @@ export class Detector {
     };
     if (overSource) started.sources.add(source);
     else {
-      const cut = fairShare(t.baseline, thr.target) * seconds;
+      const cut = this.signature.fingerprint ? 0 : fairShare(t.baseline, thr.target) * seconds;
       for (const [s, c] of t.sources) if (c >= cut) started.sources.add(s);
     }
     t.attack = started;
@@ -190,8 +195,10 @@ export class Detector {
         attack.peakBps = Math.max(attack.peakBps, Math.round((t.bytes * 8) / seconds));
         const thr = this.thresholds(t.baseline, attack.sensitivity);
         let still = false;
-        if (attack.mode === 'target') still = rate >= thr.target;
-        else for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
+        // A fingerprinted attack (reflection) runs on while either measure is over: many small
+        // reflectors keep a single-source detection going.
+        if (attack.mode === 'target' || this.signature.fingerprint) still = rate >= thr.target;
+        if (attack.mode === 'source') for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
         attack.quiet = still ? 0 : attack.quiet + 1;
         if (attack.quiet >= this.opts.cooldownWindows) {
           t.attack = undefined;

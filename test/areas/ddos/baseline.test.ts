@@ -8,7 +8,9 @@
  *   let the baseline (and the allowance it gives) decay;
  * - the reflection rule counts only datagrams from the reflection source ports, so a datagram rate
  *   that the generic UDP rule lets pass is dropped when it comes from port 53, 123, 1900, 11211,
- *   389 or 19, and a source's other ports keep passing.
+ *   389 or 19, and a source's other ports keep passing; once an attack runs, every datagram from
+ *   those ports to the application is dropped (the fingerprint), and the attack lasts while either
+ *   one reflector or all of them together stay over threshold.
  */
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -206,15 +208,23 @@ describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP refle
   const APP: L4Target = { appId: 'app1', zoneId: 'z', hostname: 'udp.example.test', accountId: 'a', address: '127.0.0.1', port: 5353 };
   const REFLECTION = managedRuleId('l4', 2);
 
-  function guard(): { g: L4Guard; started: Attack[] } {
+  function guard(): { g: L4Guard; started: Attack[]; ended: Attack[]; roll(): void } {
     const started: Attack[] = [];
+    const ended: Attack[] = [];
     let ids = 0;
+    let clock = 0;
     const detectors = signaturesOf('l4').map(
-      (s) => new Detector(s, { windowMs: WINDOW_MS, cooldownWindows: 2, scale: 1, now: () => 0, newId: () => String(++ids), onStart: (a) => started.push(a), onEnd: () => undefined }),
+      (s) =>
+        new Detector(s, { windowMs: WINDOW_MS, cooldownWindows: 2, scale: 1, now: () => clock, newId: () => String(++ids), onStart: (a) => started.push(a), onEnd: (a) => ended.push(a) }),
     );
     // No rulesets service: the default profile (reflection rule enabled, action block).
     const g = new L4Guard(detectors, () => undefined, () => 'example.test', createLogger('silent', new Writable({ write: (_c, _e, done) => done() })));
-    return { g, started };
+    const roll = () => {
+      clock += WINDOW_MS;
+      for (const d of detectors) d.roll();
+      g.roll();
+    };
+    return { g, started, ended, roll };
   }
 
   /** Sends `count` datagrams; answers how many were dropped. */
@@ -254,17 +264,41 @@ describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP refle
     expect(datagrams(g, 5, '192.0.2.53', 123)).toBe(5);
   });
 
-  it('catches many reflectors together at the application threshold and mitigates those over their fair share', () => {
+  it('catches many reflectors together at the application threshold and then drops every reflected datagram', () => {
     const { g, started } = guard();
-    // 2000/s from 20 reflectors at port 53, 100 each: the application threshold (2000/s), no
-    // single source over 200/s. Each reflector above the fair share (2000 / 10 = 200/s) is then
-    // mitigated; the ones that stop at 100 are not.
-    for (let i = 0; i < 100; i++) for (let s = 0; s < 20; s++) datagrams(g, 1, `198.51.100.${s}`, 53);
+    // 2000/s from 20 reflectors at port 53, 100 each: the application threshold (2000/s) with no
+    // single source over 200/s. Reflection is dropped by its fingerprint: every reflector seen,
+    // and every new one, however little it sends — other ports of the same addresses pass.
+    let dropped = 0;
+    for (let i = 0; i < 100; i++) for (let s = 0; s < 20; s++) dropped += datagrams(g, 1, `198.51.100.${s}`, 53);
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ mode: 'target' });
     expect(started[0].signature.ruleId).toBe(REFLECTION);
-    expect(datagrams(g, 150, '198.51.100.0', 53)).toBe(51);
-    expect([...started[0].sources]).toEqual(['198.51.100.0']);
-    expect(datagrams(g, 1, '198.51.100.1', 53)).toBe(0);
+    expect(started[0].sources.size).toBe(20);
+    expect(dropped).toBe(1);
+    expect(datagrams(g, 1, '198.51.100.1', 53)).toBe(1);
+    expect(datagrams(g, 1, '198.51.100.200', 123)).toBe(1);
+    expect(started[0].sources.size).toBe(21);
+    expect(datagrams(g, 10, '198.51.100.1', 40000)).toBe(0);
+  });
+
+  it('lasts while many small reflectors go on after the one that was detected stopped', () => {
+    const { g, started, ended, roll } = guard();
+    expect(datagrams(g, 300, '192.0.2.53', 53)).toBe(101);
+    expect(started[0]).toMatchObject({ mode: 'source' });
+    roll();
+    // Three windows of 2000/s from 20 reflectors at 100/s each: no single one over 200/s.
+    for (let w = 0; w < 3; w++) {
+      let dropped = 0;
+      for (let i = 0; i < 100; i++) for (let s = 0; s < 20; s++) dropped += datagrams(g, 1, `198.51.100.${s}`, 1900);
+      expect(dropped).toBe(2000);
+      roll();
+    }
+    expect(ended).toEqual([]);
+    roll();
+    roll();
+    expect(ended).toHaveLength(1);
+    expect(started).toHaveLength(1);
+    expect(datagrams(g, 10, '198.51.100.1', 1900)).toBe(0);
   });
 });
