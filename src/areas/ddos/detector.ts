@@ -196,9 +196,10 @@ export class Detector {
         const thr = this.thresholds(t.baseline, attack.sensitivity);
         let still = false;
         // A fingerprinted attack (reflection) runs on while either measure is over: many small
-        // reflectors keep a single-source detection going.
-        if (attack.mode === 'target' || this.signature.fingerprint) still = rate >= thr.target;
-        if (attack.mode === 'source') for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
+        // reflectors keep a single-source detection going, one large one a many-source detection.
+        const fp = this.signature.fingerprint === true;
+        if (attack.mode === 'target' || fp) still = rate >= thr.target;
+        if (attack.mode === 'source' || fp) for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
         attack.quiet = still ? 0 : attack.quiet + 1;
         if (attack.quiet >= this.opts.cooldownWindows) {
           t.attack = undefined;

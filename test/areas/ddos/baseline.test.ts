@@ -301,4 +301,20 @@ describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP refle
     expect(started).toHaveLength(1);
     expect(datagrams(g, 10, '198.51.100.1', 1900)).toBe(0);
   });
+
+  it('lasts while one large reflector goes on after many were detected together', () => {
+    const { g, started, ended, roll } = guard();
+    for (let i = 0; i < 100; i++) for (let s = 0; s < 20; s++) datagrams(g, 1, `198.51.100.${s}`, 11211);
+    expect(started[0]).toMatchObject({ mode: 'target' });
+    roll();
+    // Three windows of 300/s from one reflector: over the per-source 200/s, under 2000/s in all.
+    for (let w = 0; w < 3; w++) {
+      expect(datagrams(g, 300, '192.0.2.99', 11211)).toBe(300);
+      roll();
+    }
+    expect(ended).toEqual([]);
+    roll();
+    roll();
+    expect(ended).toHaveLength(1);
+  });
 });

@@ -2,7 +2,9 @@
  * Network-layer DDoS detection on proxied applications: a UDP flood from one loopback source is
  * dropped at the proxy while a normal client keeps its flow (every datagram echoed); a TCP
  * connection flood is cut; the account's `ddos_l4` override (through the official client) turns
- * mitigation into logging. Floors scaled to 10 %, windows to 250 ms.
+ * mitigation into logging; UDP reflection — datagrams from a reflection source port (DNS 53,
+ * NTP 123), from one reflector or many small ones — is dropped at rates the generic UDP rule lets
+ * pass, while other ports and other clients pass. Floors scaled to 10 %, windows to 250 ms.
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
