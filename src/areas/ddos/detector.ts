@@ -134,6 +134,9 @@ export class Detector {
     if (attack) {
       if (attack.sources.has(source)) return attack;
       if (this.signature.fingerprint) {
+        // Traffic an override turned the rule off for (eoff, scoped by its expression) is not
+        // part of the attack, fingerprint or not.
+        if (sensitivity === 'eoff') return undefined;
         if (attack.sources.size < MAX_SOURCES_PER_WINDOW) attack.sources.add(source);
         return attack;
       }

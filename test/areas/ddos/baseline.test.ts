@@ -204,7 +204,7 @@ describe.skipIf(sqlitePassOnly('detector and guard without storage'))('baseline 
   });
 });
 
-describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP reflection at the L4 guard', () => {
+describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP reflection (L4 guard and detector)', () => {
   const APP: L4Target = { appId: 'app1', zoneId: 'z', hostname: 'udp.example.test', accountId: 'a', address: '127.0.0.1', port: 5353 };
   const REFLECTION = managedRuleId('l4', 2);
 
@@ -316,5 +316,13 @@ describe.skipIf(sqlitePassOnly('detector and guard without storage'))('UDP refle
     roll();
     roll();
     expect(ended).toHaveLength(1);
+  });
+
+  it('spares the sources an override set to eoff while the fingerprint is dropped', () => {
+    const reflection = SIGNATURES.find((s) => s.fingerprint)!;
+    const r = rig(reflection);
+    expect(r.send(300, { from: '192.0.2.53' })).toBe(101);
+    expect(r.send(10, { from: '192.0.2.54' })).toBe(10);
+    expect(r.send(10, { from: '192.0.2.55', sensitivity: 'eoff' })).toBe(0);
   });
 });
