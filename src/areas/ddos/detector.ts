@@ -10,7 +10,8 @@
  * Mitigated sources: in a single-source detection, the sources over the per-source threshold; in
  * a many-source detection, every source sending more than its fair share (the larger of twice
  * the target's baseline and 1/10 of the target threshold) — a legitimate client at ordinary rates
- * stays served. Memory is bounded: sources per window and targets are capped, idle targets dropped.
+ * stays served. A fingerprinted stream (reflection) is mitigated whole while its attack runs.
+ * Memory is bounded: sources per window and targets are capped, idle targets dropped.
  */
 import { BASELINE_MULTIPLIER, SENSITIVITY_FACTOR, type Sensitivity, type Signature } from './signatures.ts';
 
@@ -71,6 +72,8 @@ export interface DetectorOptions {
   /** Multiplies every floor (the `--ddos-threshold-percent` / 100). */
   scale: number;
   newId(): string;
+  /** Monotonic milliseconds for the windows (default `performance.now`); tests step it by hand. */
+  now?: () => number;
   onStart(attack: Attack): void;
   onEnd(attack: Attack): void;
 }
@@ -82,7 +85,8 @@ function fairShare(baseline: number, targetThreshold: number): number {
 
 export class Detector {
   private readonly targets = new Map<string, TargetState>();
-  private windowStart = performance.now();
+  private readonly now: () => number;
+  private windowStart: number;
   private readonly windowSec: number;
 
   constructor(
@@ -90,11 +94,13 @@ export class Detector {
     private readonly opts: DetectorOptions,
   ) {
     this.windowSec = opts.windowMs / 1000;
+    this.now = opts.now ?? (() => performance.now());
+    this.windowStart = this.now();
   }
 
   /** Seconds the current window has run, at least its nominal length. */
   private elapsed(): number {
-    return Math.max(this.windowSec, (performance.now() - this.windowStart) / 1000);
+    return Math.max(this.windowSec, (this.now() - this.windowStart) / 1000);
   }
 
   private thresholds(baseline: number, sensitivity: Sensitivity): { source: number; target: number } {
@@ -127,6 +133,13 @@ export class Detector {
     const attack = t.attack;
     if (attack) {
       if (attack.sources.has(source)) return attack;
+      if (this.signature.fingerprint) {
+        // Traffic an override turned the rule off for (eoff, scoped by its expression) is not
+        // part of the attack, fingerprint or not.
+        if (sensitivity === 'eoff') return undefined;
+        if (attack.sources.size < MAX_SOURCES_PER_WINDOW) attack.sources.add(source);
+        return attack;
+      }
       const thr = this.thresholds(t.baseline, attack.sensitivity);
       const cut = attack.mode === 'source' ? thr.source : fairShare(t.baseline, thr.target);
       if (n >= cut * this.windowSec && n >= cut * this.elapsed()) {
@@ -145,7 +158,7 @@ export class Detector {
     overSource &&= n >= thr.source * seconds;
     overTarget &&= t.count >= thr.target * seconds;
     if (!overSource && !overTarget) return undefined;
-    const elapsed = Math.max((performance.now() - this.windowStart) / 1000, this.windowSec / 10);
+    const elapsed = Math.max((this.now() - this.windowStart) / 1000, this.windowSec / 10);
     const started: Attack = {
       id: this.opts.newId(),
       signature: this.signature,
@@ -164,7 +177,7 @@ export class Detector {
     };
     if (overSource) started.sources.add(source);
     else {
-      const cut = fairShare(t.baseline, thr.target) * seconds;
+      const cut = this.signature.fingerprint ? 0 : fairShare(t.baseline, thr.target) * seconds;
       for (const [s, c] of t.sources) if (c >= cut) started.sources.add(s);
     }
     t.attack = started;
@@ -174,7 +187,7 @@ export class Detector {
 
   /** Ends the current window: learn baselines, update running attacks, drop idle targets. */
   roll(): void {
-    const now = performance.now();
+    const now = this.now();
     const seconds = Math.max((now - this.windowStart) / 1000, 0.001);
     this.windowStart = now;
     for (const [key, t] of this.targets) {
@@ -185,8 +198,11 @@ export class Detector {
         attack.peakBps = Math.max(attack.peakBps, Math.round((t.bytes * 8) / seconds));
         const thr = this.thresholds(t.baseline, attack.sensitivity);
         let still = false;
-        if (attack.mode === 'target') still = rate >= thr.target;
-        else for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
+        // A fingerprinted attack (reflection) runs on while either measure is over: many small
+        // reflectors keep a single-source detection going, one large one a many-source detection.
+        const fp = this.signature.fingerprint === true;
+        if (attack.mode === 'target' || fp) still = rate >= thr.target;
+        if (attack.mode === 'source' || fp) for (const c of t.sources.values()) if (c / seconds >= thr.source) still = true;
         attack.quiet = still ? 0 : attack.quiet + 1;
         if (attack.quiet >= this.opts.cooldownWindows) {
           t.attack = undefined;

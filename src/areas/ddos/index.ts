@@ -15,7 +15,9 @@
  * dashboard and analytics); each start and end is published as `ddos.attack` (alerting, and the
  * analytics area's `outpost_ddos_attacks` dataset for the SQL endpoint).
  * Permissions: "Account Rulesets" / "Zone WAF" read, as the rulesets they come from.
- * LIMITATIONS: one node's view (rates are not shared between several edge nodes); no packet-level
+ * LIMITATIONS: one node's view (rates are not shared between several edge nodes); baselines are
+ * in memory and adapt within seconds (a flood ramped up slowly enough raises its own thresholds);
+ * reflection is recognised by source port alone; no packet-level
  * L3 detection — L4 sees what the proxy sees (datagrams, accepted connections), so a SYN flood is
  * measured by completed handshakes; the platform's `connection_close` actions are not modelled.
  */

@@ -61,9 +61,12 @@ export function mountDdosRoutes(ctx: AreaContext, recorder: AttackRecorder, dete
     async (req) => {
       const zone = req.resolved.zone_id as Zone;
       const hosts = new Map<string, number>();
+      // Both HTTP flood rules learn the host's rate, each only from the windows under half of its
+      // own lowest threshold: the host rule learns rates the single-source rule must refuse, so
+      // the host's learned rate is the larger of the two.
       for (const d of detectors) {
         if (d.signature.stream !== 'http') continue;
-        for (const b of d.baselines()) if (b.ref.zoneId === zone.id) hosts.set(b.ref.hostname, b.baseline);
+        for (const b of d.baselines()) if (b.ref.zoneId === zone.id) hosts.set(b.ref.hostname, Math.max(hosts.get(b.ref.hostname) ?? 0, b.baseline));
       }
       const running = detectors.flatMap((d) => d.running()).filter((a) => a.target.zoneId === zone.id);
       return {

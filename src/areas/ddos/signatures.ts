@@ -39,6 +39,12 @@ export interface Signature {
   targetFloor: number;
   /** The attack type named in events and alerts. */
   attackType: string;
+  /**
+   * The stream itself is the attack's fingerprint (datagrams from reflection source ports): while
+   * an attack runs, every source of the stream to the target is mitigated, not only the sources
+   * over a threshold or their fair share — reflectors are many and each may send little.
+   */
+  fingerprint?: true;
 }
 
 const inf = Number.POSITIVE_INFINITY;
@@ -116,6 +122,7 @@ export const SIGNATURES: readonly Signature[] = [
     sourceFloor: 200,
     targetFloor: 2000,
     attackType: 'UDP reflection',
+    fingerprint: true,
   },
   {
     rulesetId: DDOS_L4_ID,

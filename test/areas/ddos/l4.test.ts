@@ -2,7 +2,9 @@
  * Network-layer DDoS detection on proxied applications: a UDP flood from one loopback source is
  * dropped at the proxy while a normal client keeps its flow (every datagram echoed); a TCP
  * connection flood is cut; the account's `ddos_l4` override (through the official client) turns
- * mitigation into logging. Floors scaled to 10 %, windows to 250 ms.
+ * mitigation into logging; UDP reflection — datagrams from a reflection source port (DNS 53,
+ * NTP 123), from one reflector or many small ones — is dropped at rates the generic UDP rule lets
+ * pass, while other ports and other clients pass. Floors scaled to 10 %, windows to 250 ms.
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
@@ -13,6 +15,7 @@ import { sdk, type Cloudflare } from '../../support/sdk.ts';
 import { freePort, startEcho, type EchoOrigin } from '../spectrum/peers.ts';
 
 const UDP_RULE = '599dab0942ff4898ac1b7797e954e98b';
+const REFLECTION_RULE = managedRuleId('l4', 2);
 const SYN_RULE = managedRuleId('l4', 3);
 
 let t: TestServer;
@@ -49,13 +52,21 @@ async function app(protocol: string, origin: number, name: string): Promise<numb
   return port;
 }
 
-async function udpClient(from: string): Promise<{ sock: dgram.Socket; replies: () => number }> {
+async function udpClient(from: string, port = 0): Promise<{ sock: dgram.Socket; replies: () => number }> {
   const sock = dgram.createSocket('udp4');
   sockets.push(sock);
   let n = 0;
   sock.on('message', () => n++);
-  await new Promise<void>((r) => sock.bind(0, from, () => r()));
+  await new Promise<void>((resolve, reject) => {
+    sock.once('error', reject);
+    sock.bind(port, from, () => resolve());
+  });
   return { sock, replies: () => n };
+}
+
+/** Waits (bounded) until `done` holds, polling. */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 40 && !done(); i++) await new Promise((r) => setTimeout(r, 50));
 }
 
 /** Sends `count` datagrams in bursts of 50 per event-loop turn. */
@@ -125,6 +136,68 @@ describe('UDP flood', () => {
     expect(rec).toMatchObject({ action: 'log', mitigated: 0 });
     expect(rec.logged).toBeGreaterThan(0);
     await cf.rulesets.phases.update('ddos_l4', { account_id: t.accountId, rules: [] } as never);
+  });
+});
+
+// Reflectors answer from a reflection port (DNS 53, NTP 123, …): sockets bound to those ports on
+// loopback addresses of their own (low ports: the tests run as root, as the proxy's own tests do).
+describe('UDP reflection', () => {
+  it('drops datagrams from a reflection port at a rate the generic UDP rule lets pass; other ports pass', async () => {
+    const port = await app('udp', udpOrigin.address().port, 'refl.l4flood.test');
+    const reflector = await udpClient('127.0.231.5', 53);
+    const sameAddress = await udpClient('127.0.231.5');
+    const other = await udpClient('127.0.231.6');
+    // 30 datagrams each: over the reflection rule's 5 per source and window (20/s at 10 %, 250 ms
+    // windows), under the generic rule's 50, even with everything of one address in one window.
+    const send = async (c: { sock: dgram.Socket }, n: number) => {
+      for (let i = 0; i < n; i += 10) {
+        for (let j = 0; j < 10; j++) c.sock.send('ping', port, '127.0.0.1');
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    };
+    await send(other, 30);
+    await until(() => other.replies() === 30);
+    expect(other.replies()).toBe(30);
+    await send(reflector, 30);
+    await send(sameAddress, 10);
+    await until(() => sameAddress.replies() === 10);
+    expect(sameAddress.replies()).toBe(10);
+    const rec = await ended(REFLECTION_RULE, 0);
+    expect(rec).toMatchObject({
+      layer: 'l4',
+      protocol: 'UDP',
+      attack_type: 'UDP reflection',
+      category: 'udp-flood',
+      action: 'block',
+      detection: 'single_source',
+      target_hostname: 'refl.l4flood.test',
+      target_port: port,
+      sources: ['127.0.231.5'],
+    });
+    expect(rec.mitigated).toBeGreaterThanOrEqual(20);
+    expect(reflector.replies()).toBeLessThanOrEqual(10);
+    // Neither the reflection rule nor the generic one took the other clients for attackers.
+    const all = await attacks();
+    expect(all.filter((a) => a.rule_id === REFLECTION_RULE)).toHaveLength(1);
+    expect(all.flatMap((a) => a.sources)).not.toContain('127.0.231.6');
+  });
+
+  it('drops the traffic of many reflectors that each stay under the per-source threshold', async () => {
+    const port = await app('udp', udpOrigin.address().port, 'refl2.l4flood.test');
+    const before = (await attacks()).filter((a) => a.rule_id === REFLECTION_RULE).length;
+    // 40 NTP reflectors, 4 datagrams each: never 5 from one source in a window, 160 together —
+    // over the application's 50 per window even if a window boundary cuts them in three.
+    const reflectors = await Promise.all(Array.from({ length: 40 }, (_, i) => udpClient(`127.0.231.${10 + i}`, 123)));
+    for (let round = 0; round < 4; round++) for (const r of reflectors) r.sock.send('ntp', port, '127.0.0.1');
+    const rec = await ended(REFLECTION_RULE, before);
+    expect(rec).toMatchObject({ attack_type: 'UDP reflection', detection: 'many_sources', target_hostname: 'refl2.l4flood.test', action: 'block' });
+    // At least the datagrams after the 50th of the window that held most of them were dropped, and
+    // the attackers are the reflectors.
+    expect(rec.mitigated).toBeGreaterThanOrEqual(10);
+    expect(rec.source_count).toBeGreaterThan(1);
+    expect(rec.sources.every((s: string) => s.startsWith('127.0.231.'))).toBe(true);
+    const answered = reflectors.reduce((sum, r) => sum + r.replies(), 0);
+    expect(answered).toBeLessThanOrEqual(160 - rec.mitigated);
   });
 });
 

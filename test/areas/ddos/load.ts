@@ -22,6 +22,8 @@ export interface FloodOptions {
   intervalMs?: number;
   /** Stops early once a request was mitigated and this many ms passed after it. */
   stopAfterMitigatedMs?: number;
+  /** Stops early once this answers true (checked before each request). */
+  stop?: () => boolean;
 }
 
 export async function flood(o: FloodOptions): Promise<FloodResult> {
@@ -39,7 +41,7 @@ export async function flood(o: FloodOptions): Promise<FloodResult> {
       req.end();
     });
   const worker = async () => {
-    while (performance.now() < deadline) {
+    while (performance.now() < deadline && !o.stop?.()) {
       const status = await one();
       result.sent++;
       result.statuses[status] = (result.statuses[status] ?? 0) + 1;
