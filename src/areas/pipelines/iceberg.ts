@@ -259,20 +259,20 @@ export class IcebergTable {
   }
 
   exists(): boolean {
-    return existsSync(join(this.metadataDir, 'version-hint.text'));
+    return this.currentVersion() > 0;
   }
 
   /** The current metadata version (0 when the table does not exist). */
   currentVersion(): number {
+    let v = 0;
     try {
-      const n = Number(readFileSync(join(this.metadataDir, 'version-hint.text'), 'utf8').trim());
-      // A crash after a version was linked but before the hint moved leaves a newer file: use it.
-      let v = n;
-      while (existsSync(this.metadataPath(v + 1))) v++;
-      return v;
+      v = Number(readFileSync(join(this.metadataDir, 'version-hint.text'), 'utf8').trim()) || 0;
     } catch {
-      return 0;
+      // No hint yet: a crash right after the first version was written.
     }
+    // A crash after a version was linked but before the hint moved leaves a newer file: use it.
+    while (existsSync(this.metadataPath(v + 1))) v++;
+    return v;
   }
 
   metadataPath(version: number): string {
