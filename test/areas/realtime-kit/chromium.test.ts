@@ -191,7 +191,8 @@ describe.skipIf(sqlitePassOnly('the meeting page test drives media and browsers,
     await typeInto(b, '#chat-input', 'hello from Pia');
     await press(b, '#chat-form button');
     for (const p of [a, c]) await p.waitForFunction(() => [...document.querySelectorAll('#messages .msg')].some((m) => m.textContent === 'Pia: hello from Pia'), { timeout: 10_000, polling: 100 });
-    // Oversized chat is refused with the reason shown.
+    // Oversized chat is refused with the reason shown (once the first send has been answered).
+    await b.waitForFunction(() => (document.getElementById('chat-input') as HTMLInputElement).value === '', { timeout: 10_000, polling: 100 });
     await b.evaluate(() => ((document.getElementById('chat-input') as HTMLInputElement).value = 'x'.repeat(4001)));
     await press(b, '#chat-form button');
     await b.waitForFunction(() => document.getElementById('chat-error')!.textContent!.includes('4000'), { timeout: 10_000, polling: 100 });
