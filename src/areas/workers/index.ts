@@ -53,6 +53,7 @@ import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
 import { ORIGIN_NAME, ROUTES_PHASE, ROUTES_PHASE_ORDER, WorkersEdge } from './edge.ts';
 import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
+import { mountAccountRoutes } from './account-routes.ts';
 import { mountVersionRoutes } from './version-routes.ts';
 import { Deployer } from './versions.ts';
 import { mountDispatch } from './dispatch/index.ts';
@@ -137,6 +138,7 @@ export default defineArea({
     const deployer = new Deployer(ctx, registry);
     const parser = mountWorkersRoutes(ctx, registry, deployer);
     mountVersionRoutes(ctx, deployer, parser);
+    mountAccountRoutes(ctx, deployer, parser);
     // Dispatch namespaces share the upload parser and the registry's load options.
     mountDispatch(ctx, registry, parser);
     mountTriggerRoutes(ctx, index, views);
