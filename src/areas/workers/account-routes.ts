@@ -10,7 +10,7 @@ import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
 import { pageOf, pageQuery } from '../../core/pagination.ts';
 import { raw } from '../../core/router.ts';
-import { defineCollection } from '../../core/storage/collection.ts';
+import { defineCollection, VersionConflict } from '../../core/storage/collection.ts';
 import { qString } from '../../core/validate.ts';
 import {
   annotationsOf,
@@ -243,7 +243,19 @@ export function mountAccountRoutes(
       };
       const now = clock.now();
       if (doc) await accountSettings.update(db, doc, next, now);
-      else await accountSettings.insert(db, accountId, SETTINGS_ID, next, now);
+      else {
+        try {
+          await accountSettings.insert(db, accountId, SETTINGS_ID, next, now);
+        } catch (err) {
+          // Two first writes at once: the loser answers as a concurrent update does (409, retry)
+          // rather than with the store's unique-key error.
+          const raced = await accountSettings.get(db, accountId, SETTINGS_ID);
+          if (!raced) throw err;
+          throw new VersionConflict(
+            `the Workers settings of account ${accountId} were changed concurrently`,
+          );
+        }
+      }
       return next;
     },
   );

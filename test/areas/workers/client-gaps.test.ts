@@ -145,6 +145,10 @@ describe('script content', () => {
     );
     expect(sw.status).toBe(400);
     expect(sw.body.errors[0].message).toContain('body_part');
+    const notForm = await t.call('PUT', scriptPath('content-bad', '/content'), {
+      main_module: 'worker.js',
+    });
+    expect(notForm.status).toBe(415);
     expect(await invoke('content-bad')).toMatchObject({ tag: 'live' });
 
     const missing = await send(
@@ -232,6 +236,12 @@ describe('secrets in bulk', () => {
       expect(res.status, JSON.stringify(secrets).slice(0, 80)).toBe(400);
       expect(res.body.errors[0].message).toContain(want);
     }
+    const malformed = await fetch(`${t.api}${scriptPath('bulk-bad', '/secrets-bulk')}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' },
+      body: '{"secrets": {"A": ',
+    });
+    expect(malformed.status).toBe(400);
     expect(await invoke('bulk-bad')).toMatchObject({ a: 'keep', b: null, name: 'plain' });
     const missing = await t.call('PATCH', scriptPath('nope', '/secrets-bulk'), { secrets: {} });
     expect(missing.status).toBe(404);
