@@ -251,6 +251,7 @@ export const CODES = {
   worker_subdomain_invalid: { code: 10033, status: 400, message: '{0}' },
   worker_subdomain_taken: { code: 10032, status: 409, message: 'The subdomain {0} is already taken' },
   worker_version_not_found: { code: 10007, status: 404, message: 'Version not found: {0}' },
+  worker_deployment_not_found: { code: 10007, status: 404, message: 'Deployment not found: {0}' },
   worker_secret_not_found: { code: 10056, status: 404, message: 'Secret not found: {0}' },
   kv_invalid: { code: 10026, status: 400, message: '{0}' },
   kv_namespace_not_found: { code: 10013, status: 404, message: 'namespace not found: {0}' },

@@ -31,17 +31,26 @@
  * answers the 1101 page. `kv_namespace` bindings reach the `kv` area's store.
  *
  * Versions (`versions.ts`, `version-routes.ts`): every upload is a version; `…/versions`,
- * `…/deployments` (one version at 100%), `…/secrets`, `…/settings`, `…/script-settings`,
- * `…/routes` (a script's routes across zones) and `/workers/services/{name}`, as `wrangler` reads
- * them.
+ * `…/deployments` (one version at 100%; `DELETE …/deployments/{id}` for any but the latest),
+ * `…/secrets`, `…/secrets-bulk` (several at once, all or nothing; `secrets.ts`), `…/settings`,
+ * `…/script-settings`, `…/routes` (a script's routes across zones) and
+ * `/workers/services/{name}`, as `wrangler` reads them.
+ *
+ * Client calls beyond those (`account-routes.ts`): `GET …/content/v2` (the main module, raw, with
+ * `cf-entrypoint`), `PUT …/content` (new code with the live bindings, secrets and settings, loaded
+ * first and deployed as a new version), `GET /workers/scripts-search` (`name` substring, `id`,
+ * `order_by`, paging) and `GET|PUT /workers/account-settings` (`default_usage_model`,
+ * `green_compute`: stored and answered; they do not change how scripts run here).
  *
  * Permissions: Workers Scripts Read / Write (account); Workers Routes Read / Write (zone).
  *
  * Dispatch namespaces (`dispatch/`, docs/workers-for-platforms.md): customer scripts, their
  * static assets, and the `dispatch_namespace` binding.
  *
- * LIMITATIONS: no service-worker (`body_part`) scripts, tails, assets, Durable Objects or
- * gradual deployments (one version serves at a time); binding types other than `plain_text`,
+ * LIMITATIONS: no service-worker (`body_part`) scripts, tails, observability API, the beta
+ * `/workers/workers` API, assets (account scripts: the upload-session route is dispatch-only,
+ * because assets would have to be versioned with the code and served on every way in),
+ * `secret_key` bindings, Durable Objects or gradual deployments (one version serves at a time); binding types other than `plain_text`,
  * `secret_text`, `json`, `workflow` and `kv_namespace` are refused at upload; handler detection
  * in the upload answer is by a look at the main module's source; without a script runtime on the
  * server, uploads are stored unvalidated and cannot run. WebSocket upgrades to a script answer
@@ -53,6 +62,7 @@ import { ZONE_INDEX, type ZoneIndex } from '../dns/index.ts';
 import { ORIGIN_NAME, ROUTES_PHASE, ROUTES_PHASE_ORDER, WorkersEdge } from './edge.ts';
 import { ScriptRegistry, WORKERS_SERVICE } from './registry.ts';
 import { mountWorkersRoutes, WORKERS_PERMISSION } from './routes.ts';
+import { mountAccountRoutes } from './account-routes.ts';
 import { mountVersionRoutes } from './version-routes.ts';
 import { Deployer } from './versions.ts';
 import { mountDispatch } from './dispatch/index.ts';
@@ -137,6 +147,7 @@ export default defineArea({
     const deployer = new Deployer(ctx, registry);
     const parser = mountWorkersRoutes(ctx, registry, deployer);
     mountVersionRoutes(ctx, deployer, parser);
+    mountAccountRoutes(ctx, deployer, parser);
     // Dispatch namespaces share the upload parser and the registry's load options.
     mountDispatch(ctx, registry, parser);
     mountTriggerRoutes(ctx, index, views);

@@ -205,6 +205,33 @@ function detectHandlers(source: string): string[] {
   return handlers;
 }
 
+const MODULE_CONTENT_TYPES: Record<StoredModule['type'], string> = {
+  esm: 'application/javascript+module; charset=utf-8',
+  commonjs: 'application/javascript; charset=utf-8',
+  text: 'text/plain; charset=utf-8',
+  data: 'application/octet-stream',
+  wasm: 'application/wasm',
+};
+
+/**
+ * A script's main module as the platform answers a content download: the raw bytes with the
+ * module's content type, the script's ETag, and `cf-entrypoint` naming the module (the name a
+ * re-upload must give as `main_module`).
+ */
+export function mainModuleResponse(
+  script: Pick<StoredScript, 'main_module' | 'etag'>,
+  content: StoredContent | undefined,
+): Response {
+  const main = content?.modules.find((m) => m.name === script.main_module);
+  return new Response(Buffer.from(main?.content ?? '', 'base64'), {
+    headers: {
+      'content-type': MODULE_CONTENT_TYPES[main?.type ?? 'esm'] ?? MODULE_CONTENT_TYPES.esm,
+      etag: `"${script.etag}"`,
+      'cf-entrypoint': script.main_module,
+    },
+  });
+}
+
 export function scriptView(s: StoredScript) {
   return {
     id: s.id,
@@ -392,15 +419,7 @@ export function mountWorkersRoutes(
       const { account_id: accountId, script_name: name } = req.params;
       const doc = await requireScript(accountId, name);
       const content = await scriptContents.get(db, accountId, name);
-      const main = content?.body.modules.find((m) => m.name === doc.body.main_module);
-      return raw(
-        new Response(Buffer.from(main?.content ?? '', 'base64'), {
-          headers: {
-            'content-type': 'application/javascript+module; charset=utf-8',
-            etag: `"${doc.body.etag}"`,
-          },
-        }),
-      );
+      return raw(mainModuleResponse(doc.body, content?.body));
     },
   );
 

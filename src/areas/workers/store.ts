@@ -32,6 +32,8 @@ export interface StoredScript {
   settings?: Record<string, unknown>;
   /** The version serving traffic (absent for scripts stored before versions were kept). */
   version_id?: string;
+  /** The deployment that made it live: the latest one, which cannot be deleted. */
+  deployment_id?: string;
   last_deployed_from?: string;
   created_on: string;
   modified_on: string;

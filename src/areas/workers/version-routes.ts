@@ -8,6 +8,8 @@ import { apiError } from '../../core/errors.ts';
 import { parseMultipart, type MultipartForm } from '../../core/multipart.ts';
 import type { Req } from '../../core/router.ts';
 import { checkBindings, etagOf, mergeBindings, sourceOf } from './routes.ts';
+import { scriptTag } from './account-routes.ts';
+import { applyBulkSecrets, BulkSecretsBody, versionTags } from './secrets.ts';
 import { bindingExtensionService, type BindingExtension } from './registry.ts';
 import {
   scriptContents,
@@ -125,12 +127,17 @@ export function mountVersionRoutes(
     return content.body;
   }
   /** Redeploys the live script with new bindings or runtime settings, as a new version. */
-  async function redeploy(req: Req<unknown, unknown>, next: StoredScript) {
+  async function redeploy(
+    req: Req<unknown, unknown>,
+    next: StoredScript,
+    annotations?: Record<string, string>,
+  ) {
     const { account_id: accountId, script_name: name } = req.params;
     const content = await liveContent(accountId, name);
     next.etag = etagOf(content, next.bindings, next.compatibility_date, next.compatibility_flags);
     return deployer.deploy(accountId, next, content, {
       source: sourceOf(req.c.req.header('user-agent')),
+      annotations,
     });
   }
 
@@ -148,7 +155,7 @@ export function mountVersionRoutes(
       const s = (await live(req)).body;
       const script = {
         id: s.id,
-        tag: s.etag.slice(0, 32),
+        tag: scriptTag(req.params.account_id, s),
         tags: s.tags,
         etag: s.etag,
         handlers: s.handlers,
@@ -325,6 +332,38 @@ export function mountVersionRoutes(
     },
   );
 
+  router.add(
+    {
+      method: 'DELETE',
+      path: `${base}/deployments/:deployment_id`,
+      operationId: 'worker-deployments-delete-deployment',
+      summary: 'Delete a deployment other than the latest one',
+      auth: edit,
+      params: { ...params, deployment_id: 'uuid' },
+      tags,
+    },
+    async (req) => {
+      const s = (await live(req)).body;
+      const scope = versionScope(req.params.account_id, req.params.script_name);
+      const all = (await scriptDeployments.all(db, scope)).sort((a, b) =>
+        a.body.created_on < b.body.created_on ? 1 : a.body.created_on > b.body.created_on ? -1 : 0,
+      );
+      if (!all.some((d) => d.id === req.params.deployment_id))
+        throw apiError('worker_deployment_not_found', req.params.deployment_id);
+      // The latest deployment is the one serving traffic; removing it would leave the live
+      // script without the record of how it got there. Scripts deployed before the live record
+      // named its deployment fall back to the newest by time.
+      const latest = s.deployment_id ?? all[0].id;
+      if (req.params.deployment_id === latest)
+        throw apiError(
+          'worker_invalid',
+          `Deployment ${req.params.deployment_id} is the latest deployment of ${req.params.script_name}, which serves traffic, and cannot be deleted; deploy another version first`,
+        );
+      await scriptDeployments.delete(db, scope, req.params.deployment_id);
+      return null;
+    },
+  );
+
   // ---- secrets -----------------------------------------------------------------------------
   router.add(
     {
@@ -403,6 +442,27 @@ export function mountVersionRoutes(
         bindings: s.bindings.filter((b) => b.name !== req.params.secret_name),
       });
       return null;
+    },
+  );
+
+  router.add(
+    {
+      method: 'PATCH',
+      path: `${base}/secrets-bulk`,
+      operationId: 'worker-script-bulk-update-secrets',
+      summary: 'Set or delete several secrets at once (all or nothing; deploys a new version)',
+      auth: edit,
+      body: BulkSecretsBody,
+      params,
+      tags,
+    },
+    async (req) => {
+      const s = (await live(req)).body;
+      const { bindings, result } = applyBulkSecrets(s.bindings, req.body);
+      // Like the single-secret PUT: a new version with the new bindings, loaded before it is
+      // stored, so the running script sees every new value at once or none of them.
+      await redeploy(req, { ...s, bindings }, versionTags(req.body));
+      return result;
     },
   );
 

@@ -100,6 +100,7 @@ export class Deployer {
     const versionId = opts.version?.id ?? randomUUID();
     const now = this.ctx.clock.now();
     const ts = now.toISOString();
+    const deploymentId = randomUUID();
     const prev = await scripts.get(this.db, accountId, name);
     const live: StoredScript = {
       ...script,
@@ -108,6 +109,7 @@ export class Deployer {
       created_on: prev?.body.created_on ?? script.created_on,
       modified_on: ts,
       version_id: versionId,
+      deployment_id: deploymentId,
       last_deployed_from: opts.version?.source ?? opts.source,
     };
     // Loading first validates the code (syntax errors, missing imports) before anything is stored.
@@ -118,7 +120,7 @@ export class Deployer {
         'no script runtime on this server: the script is stored but cannot run',
       );
     const deployment: StoredDeployment = {
-      id: randomUUID(),
+      id: deploymentId,
       source: opts.source,
       strategy: 'percentage',
       author_email: AUTHOR_EMAIL,

@@ -5,7 +5,8 @@
  * - Namespaces `/accounts/{a}/workers/dispatch/namespaces` (`GET`/`POST`, `GET`/`DELETE /{name}`)
  *   and customer scripts in them (`…/{ns}/scripts`: `PUT /{name}` in both multipart forms the
  *   account scripts take, list with `page`/`per_page` ≤ 100 and a `tags=<tag>:yes` filter, get,
- *   `content`, `settings` (GET and PATCH), `bindings`, `secrets`, delete, delete by tag, tags).
+ *   `content`, `settings` (GET and PATCH), `bindings`, `secrets`, `secrets-bulk`, delete, delete
+ *   by tag, tags).
  *   Uploads are loaded into the runtime before they are stored: a script that does not parse,
  *   throws at the top level or has no handler is refused with 400 with the runtime's message.
  * - Static assets: `…/scripts/{s}/assets-upload-session {manifest}` → `{jwt, buckets}` (only

@@ -21,7 +21,14 @@ import {
   ScriptRegistry,
   type BindingExtension,
 } from '../registry.ts';
-import { checkBindings, mergeBindings, scriptView, WORKERS_PERMISSION } from '../routes.ts';
+import {
+  checkBindings,
+  mainModuleResponse,
+  mergeBindings,
+  scriptView,
+  WORKERS_PERMISSION,
+} from '../routes.ts';
+import { applyBulkSecrets, BulkSecretsBody } from '../secrets.ts';
 import type { StoredBinding, StoredContent } from '../store.ts';
 import type { UploadParser } from '../version-routes.ts';
 import {
@@ -623,16 +630,7 @@ export function mountDispatchRoutes(
       if (doc.body.main_module === '')
         throw bad(`script ${name} is assets-only: it has no code (its assets are served as they are)`);
       const content = await dispatchContents.get(db, scopeOf(accountId, ns.namespace_id), name);
-      const main = content?.body.modules.find((m) => m.name === doc.body.main_module);
-      return raw(
-        new Response(Buffer.from(main?.content ?? '', 'base64'), {
-          headers: {
-            'content-type': 'application/javascript+module; charset=utf-8',
-            etag: `"${doc.body.etag}"`,
-            'cf-entrypoint': doc.body.main_module,
-          },
-        }),
-      );
+      return raw(mainModuleResponse(doc.body, content?.body));
     },
   );
 
@@ -953,6 +951,31 @@ export function mountDispatchRoutes(
         return bs.filter((b) => !(b.type === 'secret_text' && b.name === secret));
       });
       return null;
+    },
+  );
+
+  router.add(
+    {
+      method: 'PATCH',
+      path: `${BASE}/:namespace/scripts/:script_name/secrets-bulk`,
+      operationId: 'namespace-worker-bulk-update-script-secrets',
+      summary: 'Set or delete several secrets of a customer script at once (all or nothing)',
+      auth: edit,
+      body: BulkSecretsBody,
+      params,
+      tags,
+    },
+    async (req) => {
+      const { account_id: accountId, namespace, script_name: name } = req.params;
+      let result: ReturnType<typeof applyBulkSecrets>['result'] = {};
+      // Like the single-secret PUT: the script is reloaded with every new value before the
+      // record changes, so a failure leaves every secret as it was.
+      await rebind(accountId, namespace, name, (bs) => {
+        const out = applyBulkSecrets(bs, req.body);
+        result = out.result;
+        return out.bindings;
+      });
+      return result;
     },
   );
 
