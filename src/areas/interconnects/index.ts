@@ -42,7 +42,13 @@ import { defineArea } from '../../core/area.ts';
 import { mountCniRoutes } from './cnis.ts';
 import { loadCatalog } from './facilities.ts';
 import { MAGIC_TRANSIT, MAGIC_WAN } from './http.ts';
+import { loadProbeSpecs, mountMagicTunnelRoutes } from './magic.ts';
+import { TunnelProber, type Transition } from './prober.ts';
 import { mountInterconnectRoutes } from './routes.ts';
+
+/** Published on every tunnel health change (`magic.tunnel_health`); see magic.ts. */
+export type TunnelHealthEvent = Transition;
+export const TUNNEL_HEALTH_TOPIC = 'magic.tunnel_health';
 
 export default defineArea({
   name: 'interconnects',
@@ -52,5 +58,29 @@ export default defineArea({
     const catalog = loadCatalog(ctx.config.cniFacilities);
     mountInterconnectRoutes(ctx, catalog);
     mountCniRoutes(ctx);
+
+    const log = ctx.log.child({ area: 'interconnects' });
+    const override = ctx.config.magicProbeIntervalMs;
+    const intervalMs = override === undefined ? undefined : Math.max(50, override);
+    const prober = new TunnelProber({
+      // The timer only picks due tunnels; a tick shorter than the shortest interval keeps them on time.
+      tickMs: Math.min(1000, intervalMs ?? 1000),
+      now: () => ctx.clock.now(),
+      onTransition: (t) => {
+        log.info({ tunnel: t.id, kind: t.kind, from: t.previous, to: t.status }, 'tunnel health changed');
+        ctx.events.publish(TUNNEL_HEALTH_TOPIC, t);
+      },
+      onError: (err) => log.error({ err }, 'tunnel health probe failed'),
+    });
+    mountMagicTunnelRoutes(ctx, prober, intervalMs);
+    return {
+      async start() {
+        for (const spec of await loadProbeSpecs(ctx.database.db, intervalMs)) prober.set(spec.kind, spec.id, spec);
+        prober.start();
+      },
+      async stop() {
+        await prober.stop();
+      },
+    };
   },
 });
