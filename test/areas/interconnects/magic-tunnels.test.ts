@@ -5,6 +5,7 @@
  * namespace this file creates and deletes (does not answer: down). No probe leaves the machine.
  */
 import { execFileSync } from 'node:child_process';
+import http from 'node:http';
 import { randomBytes, randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, startTestServer, type TestServer } from '../../support/server.ts';
@@ -438,8 +439,47 @@ describe.skipIf(!canNetns)('health prober against a network namespace', () => {
     }
   });
 
-  it('healthy while the namespace answers, down once its address is gone, healthy again after', async () => {
-    const created = await t.call('POST', `${base}/gre_tunnels`, gre({ health_check: { target: `${net}.2`, rate: 'high' } }));
+  it('healthy while the namespace answers, down once its address is gone (alert raised), healthy again after', async () => {
+    // A webhook receiver on loopback and a tunnel-health policy for this tunnel's name.
+    const received: { alert_type: string; alert_event: string; data: Record<string, string> }[] = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        try {
+          const parsed = JSON.parse(body);
+          if (parsed.alert_type !== 'webhook_test') received.push(parsed);
+        } catch {
+          /* not JSON: ignored */
+        }
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (receiver.address() as { port: number }).port;
+      const hook = await t.call('POST', `/accounts/${account_id}/alerting/v3/destinations/webhooks`, { name: 'tunnels', url: `http://127.0.0.1:${port}/hook` });
+      expect(hook.status, hook.text).toBe(200);
+      const name = `ns_${tag}`;
+      const policy = await t.call('POST', `/accounts/${account_id}/alerting/v3/policies`, {
+        name: 'tunnel down',
+        alert_type: 'magic_tunnel_health_check_event',
+        enabled: true,
+        filters: { tunnel_name: [name] },
+        mechanisms: { webhooks: [{ id: hook.body.result.id }] },
+      });
+      expect(policy.status, policy.text).toBe(200);
+      await probeThroughOutage(name, received);
+    } finally {
+      receiver.close();
+    }
+  });
+
+  async function probeThroughOutage(
+    name: string,
+    received: { alert_type: string; alert_event: string; data: Record<string, string> }[],
+  ) {
+    const created = await t.call('POST', `${base}/gre_tunnels`, gre({ name, health_check: { target: `${net}.2`, rate: 'high' } }));
     expect(created.status).toBe(200);
     const id = created.body.result.id;
     const read = async () => (await t.call('GET', `${base}/gre_tunnels/${id}`)).body.result.gre_tunnel;
@@ -449,6 +489,17 @@ describe.skipIf(!canNetns)('health prober against a network namespace', () => {
     ip('-n', ns, 'addr', 'flush', 'dev', nsIf);
     expect((await until(read, (v) => v.health_status === 'down')).health_status).toBe('down');
     expect(events.some((e) => e.id === id && e.previous === 'healthy' && e.status === 'down')).toBe(true);
+    const alert = await until(
+      async () => received.find((r) => r.data.tunnel_id === id && r.data.new_health === 'down'),
+      (v) => v !== undefined,
+    );
+    expect(alert).toMatchObject({
+      alert_type: 'magic_tunnel_health_check_event',
+      alert_event: 'ALERT_STATE_EVENT_START',
+      data: { tunnel_name: name, tunnel_type: 'GRE', previous_health: 'healthy', health_check_target: `${net}.2` },
+    });
+    // The first result of the fresh tunnel (unknown → healthy) raised nothing.
+    expect(received.filter((r) => r.data.tunnel_id === id && r.data.previous_health === 'unknown')).toEqual([]);
 
     // Back: recent failures keep it degraded before it is healthy again.
     ip('-n', ns, 'addr', 'add', `${net}.2/29`, 'dev', nsIf);
@@ -457,7 +508,7 @@ describe.skipIf(!canNetns)('health prober against a network namespace', () => {
 
     // Stop probing before the namespace goes: afterwards the address would route elsewhere.
     await t.call('DELETE', `${base}/gre_tunnels/${id}`);
-  });
+  }
 
   it('an address nothing answers on is down from the start', async () => {
     const created = await t.call('POST', `${base}/gre_tunnels`, gre({ health_check: { target: `${net}.3`, rate: 'high' } }));
