@@ -480,6 +480,8 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
 
   function mount<T extends StoredGre | StoredIpsec, B>(ops: KindOps<T, B>): void {
     const plural = `${ops.kind}_tunnels`;
+    // The platform's operation ids: magic-gre-tunnels-update-gre-tunnel and so on.
+    const opId = (what: string) => `magic-${ops.kind}-tunnels-${what.replace(/KIND/g, ops.kind)}`;
     const singular = `${ops.kind}_tunnel`;
     const prefix = `/accounts/:account_id/magic/${plural}`;
     const coll = ops.collection as unknown as {
@@ -508,7 +510,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'GET',
         path: prefix,
-        operationId: `magic_${plural}_list`,
+        operationId: opId('list-KIND-tunnels'),
         summary: `List ${ops.label} tunnels`,
         auth: { permission: CNI_PERMISSIONS, level: 'read' },
         tags,
@@ -525,7 +527,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'POST',
         path: prefix,
-        operationId: `magic_${plural}_create`,
+        operationId: opId('create-KIND-tunnels'),
         summary: `Create an ${ops.label} tunnel (?validate_only=true: check only)`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
         query: WriteQuery,
@@ -555,7 +557,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'GET',
         path: `${prefix}/:tunnel_id`,
-        operationId: `magic_${plural}_get`,
+        operationId: opId('list-KIND-tunnel-details'),
         summary: `Get an ${ops.label} tunnel`,
         auth: { permission: CNI_PERMISSIONS, level: 'read' },
         tags,
@@ -572,7 +574,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'PUT',
         path: `${prefix}/:tunnel_id`,
-        operationId: `magic_${plural}_update`,
+        operationId: opId('update-KIND-tunnel'),
         summary: `Update an ${ops.label} tunnel (fields left out keep their value)`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
         query: WriteQuery,
@@ -601,7 +603,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'PUT',
         path: prefix,
-        operationId: `magic_${plural}_bulk_update`,
+        operationId: opId('update-multiple-KIND-tunnels'),
         summary: `Update several ${ops.label} tunnels at once (all or nothing)`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
         query: WriteQuery,
@@ -662,7 +664,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       {
         method: 'DELETE',
         path: `${prefix}/:tunnel_id`,
-        operationId: `magic_${plural}_delete`,
+        operationId: opId('delete-KIND-tunnel'),
         summary: `Delete an ${ops.label} tunnel`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
         query: WriteQuery,
@@ -692,7 +694,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     {
       method: 'POST',
       path: '/accounts/:account_id/magic/ipsec_tunnels/:tunnel_id/psk_generate',
-      operationId: 'magic_ipsec_tunnels_psk_generate',
+      operationId: 'magic-ipsec-tunnels-generate-pre-shared-key-psk-for-ipsec-tunnels',
       summary: 'Generate and store a new pre-shared key (shown once)',
       auth: { permission: CNI_PERMISSIONS, level: 'edit' },
       query: WriteQuery,

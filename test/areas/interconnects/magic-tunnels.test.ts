@@ -5,7 +5,9 @@
  * namespace this file creates and deletes (does not answer: down). No probe leaves the machine.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import { Ajv } from 'ajv';
 import { randomBytes, randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, startTestServer, type TestServer } from '../../support/server.ts';
@@ -188,6 +190,46 @@ describe('official client: magicTransit.ipsecTunnels', () => {
     const deleted = await cf.magicTransit.ipsecTunnels.delete(created.id, { account_id });
     expect(deleted).toMatchObject({ deleted: true, deleted_ipsec_tunnel: { id: created.id } });
     await expect(cf.magicTransit.ipsecTunnels.pskGenerate(created.id, { account_id })).rejects.toMatchObject({ status: 404 });
+  });
+});
+
+describe('the official schema', () => {
+  /** The update answer against magic-gre-tunnels-update-gre-tunnel of the official document. */
+  function updateValidator() {
+    const doc = JSON.parse(readFileSync('/work/shared/contract/openapi-subset.json', 'utf8'));
+    const rebase = (node: unknown): unknown => {
+      if (Array.isArray(node)) return node.map(rebase);
+      if (!node || typeof node !== 'object') return node;
+      return Object.fromEntries(
+        Object.entries(node).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith('#/') ? `c${v}` : rebase(v)]),
+      );
+    };
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    ajv.addFormat('date-time', (v: string) => !Number.isNaN(Date.parse(v)) && /T/.test(v));
+    ajv.addFormat('ipv4', /^\d{1,3}(\.\d{1,3}){3}$/);
+    ajv.addFormat('cidr', /^[0-9a-f.:]+\/\d{1,3}$/i);
+    ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) < 2 ** 31 });
+    ajv.addSchema(doc, 'c');
+    const op = doc.paths['/accounts/{account_id}/magic/gre_tunnels/{gre_tunnel_id}'].put;
+    expect(op.operationId).toBe('magic-gre-tunnels-update-gre-tunnel');
+    return ajv.compile(rebase(op.responses['200'].content['application/json'].schema) as object);
+  }
+
+  it('the update answer validates (string and object target forms); a broken one does not', async () => {
+    const validate = updateValidator();
+    const created = await t.call('POST', `${base}/gre_tunnels`, gre());
+    const id = created.body.result.id;
+    const res = await t.call('PUT', `${base}/gre_tunnels/${id}`, { health_check: { rate: 'low', type: 'request' } });
+    expect(validate(res.body), JSON.stringify(validate.errors)).toBe(true);
+    const obj = await t.call('PUT', `${base}/gre_tunnels/${id}`, { ttl: 100 }, { 'x-magic-new-hc-target': 'true' });
+    expect(validate(obj.body), JSON.stringify(validate.errors)).toBe(true);
+    const broken = structuredClone(res.body);
+    broken.result.modified_gre_tunnel.health_check.rate = 'medium';
+    expect(validate(broken)).toBe(false);
+    expect((await t.call('GET', '/openapi.json')).body.paths[`/accounts/{account_id}/magic/gre_tunnels/{tunnel_id}`]?.put?.operationId).toBe(
+      'magic-gre-tunnels-update-gre-tunnel',
+    );
+    await t.call('DELETE', `${base}/gre_tunnels/${id}`);
   });
 });
 
