@@ -438,12 +438,15 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
   const objectForm = (c: { req: { header(name: string): string | undefined } }) =>
     c.req.header('x-magic-new-hc-target')?.toLowerCase() === 'true';
 
-  /** 409 when another tunnel of the account (GRE or IPsec) already has the name. */
-  async function checkNameFree(tx: Executor, accountId: string, name: string, self: string | null) {
+  /**
+   * 409 when another tunnel of the account (GRE or IPsec) already has the name; tunnels in `except`
+   * (the one being updated, or every tunnel of a bulk update) do not count.
+   */
+  async function checkNameFree(tx: Executor, accountId: string, name: string, except: Set<string>) {
     const filters = [{ field: 'name' as const, op: 'eq' as const, value: name }];
     const gre = await greTunnels.list(tx, accountId, { filters });
     const ipsec = await ipsecTunnels.list(tx, accountId, { filters });
-    if ([...gre.items, ...ipsec.items].some((d) => d.id !== self)) throw apiError('magic_tunnel_exists', name);
+    if ([...gre.items, ...ipsec.items].some((d) => !except.has(d.id))) throw apiError('magic_tunnel_exists', name);
   }
 
   interface KindOps<T extends StoredGre | StoredIpsec, B> {
@@ -499,7 +502,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     async function checked(tx: Executor, accountId: string, t: T, self: string | null): Promise<void> {
       const problems = ops.check(t, accountId);
       if (problems.length > 0) throw new ApiError(400, problems);
-      await checkNameFree(tx, accountId, t.name, self);
+      await checkNameFree(tx, accountId, t.name, new Set(self ? [self] : []));
     }
 
     function syncProbe(accountId: string, t: T | undefined, id: string): void {
@@ -638,16 +641,18 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
           for (const e of entries) {
             const doc = await coll.get(tx, accountId, e.id);
             if (!doc) throw notFound(e.id);
-            const problems = ops.check(ops.merge(doc.body, e.body, at.toISOString()), accountId);
+            const next = ops.merge(doc.body, e.body, at.toISOString());
+            const problems = ops.check(next, accountId);
             if (problems.length > 0) throw new ApiError(400, problems);
-            docs.push({ doc, next: ops.merge(doc.body, e.body, at.toISOString()) });
+            docs.push({ doc, next });
           }
-          // Names: unique among the updated set and against every tunnel outside it.
+          // Names: unique within the updated set (so two tunnels may swap names) and against every
+          // tunnel outside it.
           const names = new Set<string>();
-          for (const { doc, next } of docs) {
+          for (const { next } of docs) {
             if (names.has(next.name)) throw apiError('magic_tunnel_exists', next.name);
             names.add(next.name);
-            if (next.name !== doc.body.name) await checkNameFree(tx, accountId, next.name, doc.id);
+            await checkNameFree(tx, accountId, next.name, ids);
           }
           if (!query.validate_only) for (const { doc, next } of docs) await coll.update(tx, doc, next, at);
           return docs.map((d) => d.next);

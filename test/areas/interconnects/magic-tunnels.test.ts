@@ -313,6 +313,13 @@ describe('hostile input over raw HTTP', () => {
     expect(bulk.status).toBe(409);
     const still = await t.call('GET', `${base}/gre_tunnels/${a.body.result.id}`);
     expect(still.body.result.gre_tunnel).toMatchObject({ name: 'dup_a', description: '' });
+    // Two tunnels may swap their names in one bulk update.
+    const swap = await t.call('PUT', `${base}/gre_tunnels`, [
+      { id: a.body.result.id, name: 'dup_b' },
+      { id: b.body.result.id, name: 'dup_a' },
+    ]);
+    expect(swap.status, swap.text).toBe(200);
+    expect((await t.call('GET', `${base}/gre_tunnels/${a.body.result.id}`)).body.result.gre_tunnel.name).toBe('dup_b');
   });
 
   it('an update is checked whole after the merge, and leaves the record as it was when refused', async () => {
