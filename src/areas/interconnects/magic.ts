@@ -486,6 +486,8 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     // The platform's operation ids: magic-gre-tunnels-update-gre-tunnel and so on.
     const opId = (what: string) => `magic-${ops.kind}-tunnels-${what.replace(/KIND/g, ops.kind)}`;
     const singular = `${ops.kind}_tunnel`;
+    // The platform's parameter names: `{gre_tunnel_id}`, `{ipsec_tunnel_id}`.
+    const idParam = `${singular}_id`;
     const prefix = `/accounts/:account_id/magic/${plural}`;
     const coll = ops.collection as unknown as {
       list: typeof greTunnels.list;
@@ -505,8 +507,13 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       await checkNameFree(tx, accountId, t.name, new Set(self ? [self] : []));
     }
 
-    function syncProbe(accountId: string, t: T | undefined, id: string): void {
-      prober.set(ops.kind, id, t ? probeSpec(accountId, ops.kind, t) : undefined);
+    /**
+     * Points the prober at what is stored now. Read back after the commit, so two updates racing
+     * each other leave the prober with the one that committed last.
+     */
+    async function syncProbe(accountId: string, id: string): Promise<void> {
+      const doc = await coll.get(db, accountId, id);
+      prober.set(ops.kind, id, doc ? probeSpec(accountId, ops.kind, doc.body) : undefined);
     }
 
     router.add(
@@ -551,7 +558,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
           await checked(tx, accountId, record, null);
           await coll.insert(tx, accountId, record.id, record, at);
         });
-        syncProbe(accountId, record, record.id);
+        await syncProbe(accountId, record.id);
         return ops.view(accountId, record, objectForm(c));
       },
     );
@@ -559,7 +566,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     router.add(
       {
         method: 'GET',
-        path: `${prefix}/:tunnel_id`,
+        path: `${prefix}/:${idParam}`,
         operationId: opId('list-KIND-tunnel-details'),
         summary: `Get an ${ops.label} tunnel`,
         auth: { permission: CNI_PERMISSIONS, level: 'read' },
@@ -567,8 +574,8 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       },
       async ({ params, c }) => {
         await requireAccount(db, params.account_id);
-        const doc = await coll.get(db, params.account_id, params.tunnel_id);
-        if (!doc) throw notFound(params.tunnel_id);
+        const doc = await coll.get(db, params.account_id, params[idParam]);
+        if (!doc) throw notFound(params[idParam]);
         return { [singular]: ops.view(params.account_id, doc.body, objectForm(c)) };
       },
     );
@@ -576,7 +583,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     router.add(
       {
         method: 'PUT',
-        path: `${prefix}/:tunnel_id`,
+        path: `${prefix}/:${idParam}`,
         operationId: opId('update-KIND-tunnel'),
         summary: `Update an ${ops.label} tunnel (fields left out keep their value)`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
@@ -589,15 +596,15 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
         await requireAccount(db, accountId);
         const updated = await db.transaction().execute(async (tx) => {
           if (!query.validate_only) await lock(tx, accountId);
-          const doc = await coll.get(tx, accountId, params.tunnel_id);
-          if (!doc) throw notFound(params.tunnel_id);
+          const doc = await coll.get(tx, accountId, params[idParam]);
+          if (!doc) throw notFound(params[idParam]);
           const at = clock.now();
           const next = ops.merge(doc.body, body as B, at.toISOString());
           await checked(tx, accountId, next, doc.id);
           if (!query.validate_only) await coll.update(tx, doc, next, at);
           return next;
         });
-        if (!query.validate_only) syncProbe(accountId, updated, updated.id);
+        if (!query.validate_only) await syncProbe(accountId, updated.id);
         return { modified: !query.validate_only, [`modified_${singular}`]: ops.view(accountId, updated, objectForm(c)) };
       },
     );
@@ -657,7 +664,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
           if (!query.validate_only) for (const { doc, next } of docs) await coll.update(tx, doc, next, at);
           return docs.map((d) => d.next);
         });
-        if (!query.validate_only) for (const t of updated) syncProbe(accountId, t, t.id);
+        if (!query.validate_only) for (const t of updated) await syncProbe(accountId, t.id);
         return {
           modified: !query.validate_only,
           [`modified_${plural}`]: updated.map((t) => ops.view(accountId, t, objectForm(c))),
@@ -668,7 +675,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
     router.add(
       {
         method: 'DELETE',
-        path: `${prefix}/:tunnel_id`,
+        path: `${prefix}/:${idParam}`,
         operationId: opId('delete-KIND-tunnel'),
         summary: `Delete an ${ops.label} tunnel`,
         auth: { permission: CNI_PERMISSIONS, level: 'edit' },
@@ -680,13 +687,13 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
         await requireAccount(db, accountId);
         const doc = await db.transaction().execute(async (tx) => {
           if (!query.validate_only) await lock(tx, accountId);
-          const doc = await coll.get(tx, accountId, params.tunnel_id);
-          if (!doc) throw notFound(params.tunnel_id);
+          const doc = await coll.get(tx, accountId, params[idParam]);
+          if (!doc) throw notFound(params[idParam]);
           if (!query.validate_only) await coll.delete(tx, accountId, doc.id);
           return doc;
         });
         const view = ops.view(accountId, doc.body, objectForm(c));
-        if (!query.validate_only) syncProbe(accountId, undefined, doc.id);
+        if (!query.validate_only) await syncProbe(accountId, doc.id);
         return { deleted: !query.validate_only, [`deleted_${singular}`]: view };
       },
     );
@@ -698,7 +705,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
   router.add(
     {
       method: 'POST',
-      path: '/accounts/:account_id/magic/ipsec_tunnels/:tunnel_id/psk_generate',
+      path: '/accounts/:account_id/magic/ipsec_tunnels/:ipsec_tunnel_id/psk_generate',
       operationId: 'magic-ipsec-tunnels-generate-pre-shared-key-psk-for-ipsec-tunnels',
       summary: 'Generate and store a new pre-shared key (shown once)',
       auth: { permission: CNI_PERMISSIONS, level: 'edit' },
@@ -712,13 +719,13 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       const at = clock.now();
       await db.transaction().execute(async (tx) => {
         if (!query.validate_only) await lockScope(tx as never, database.dialect, `magic:${accountId}`);
-        const doc = await ipsecTunnels.get(tx, accountId, params.tunnel_id);
-        if (!doc) throw apiError('magic_tunnel_not_found', 'IPsec', params.tunnel_id);
+        const doc = await ipsecTunnels.get(tx, accountId, params.ipsec_tunnel_id);
+        if (!doc) throw apiError('magic_tunnel_not_found', 'IPsec', params.ipsec_tunnel_id);
         if (!query.validate_only) {
           await ipsecTunnels.update(tx, doc, { ...doc.body, psk, psk_generated_on: at.toISOString(), modified_on: at.toISOString() }, at);
         }
       });
-      return { ipsec_tunnel_id: params.tunnel_id, psk, psk_metadata: { last_generated_on: at.toISOString() } };
+      return { ipsec_tunnel_id: params.ipsec_tunnel_id, psk, psk_metadata: { last_generated_on: at.toISOString() } };
     },
   );
 }

@@ -226,7 +226,7 @@ describe('the official schema', () => {
     const broken = structuredClone(res.body);
     broken.result.modified_gre_tunnel.health_check.rate = 'medium';
     expect(validate(broken)).toBe(false);
-    expect((await t.call('GET', '/openapi.json')).body.paths[`/accounts/{account_id}/magic/gre_tunnels/{tunnel_id}`]?.put?.operationId).toBe(
+    expect((await t.call('GET', '/openapi.json')).body.paths['/accounts/{account_id}/magic/gre_tunnels/{gre_tunnel_id}']?.put?.operationId).toBe(
       'magic-gre-tunnels-update-gre-tunnel',
     );
     await t.call('DELETE', `${base}/gre_tunnels/${id}`);
