@@ -10,7 +10,7 @@
  * - `healthy`: otherwise; `unknown` until the first round ends.
  *
  * Resources are bounded: one timer per prober, at most `MAX_CONCURRENT` rounds at once (the others
- * wait for a later tick), every child killed and awaited by `stop()`.
+ * wait for a later tick, longest-overdue first), every child killed and awaited by `stop()`.
  */
 import { execFile } from 'node:child_process';
 
@@ -135,9 +135,14 @@ export class TunnelProber {
 
   private tick(): void {
     const now = Date.now();
-    for (const entry of this.entries.values()) {
-      if (this.inFlight.size >= MAX_CONCURRENT) return;
-      if (entry.running || entry.nextAt > now || entry.spec.target === null) continue;
+    const free = MAX_CONCURRENT - this.inFlight.size;
+    if (free <= 0) return;
+    // The longest-overdue first, so that no tunnel waits behind others when slots are short.
+    const due = [...this.entries.values()]
+      .filter((e) => !e.running && e.nextAt <= now && e.spec.target !== null)
+      .sort((a, b) => a.nextAt - b.nextAt)
+      .slice(0, free);
+    for (const entry of due) {
       entry.running = true;
       const p = this.round(entry)
         .catch((err) => this.opts.onError(err))

@@ -10,6 +10,7 @@ import http from 'node:http';
 import { Ajv } from 'ajv';
 import { randomBytes, randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TunnelProber, type Ping } from '../../../src/areas/interconnects/prober.ts';
 import { createToken, startTestServer, type TestServer } from '../../support/server.ts';
 import { Cloudflare, sdk } from '../../support/sdk.ts';
 
@@ -437,6 +438,66 @@ describe('health prober', () => {
     });
     expect(created.body.result).toMatchObject({ health_status: 'unknown', health_checked_at: null });
     await t.call('DELETE', `${base}/ipsec_tunnels/${created.body.result.id}`);
+  });
+});
+
+describe('prober scheduling and states (a scripted echo in place of ping)', () => {
+  const spec = (id: string, target = '127.0.0.1') => ({ account: 'a', kind: 'gre' as const, id, name: id, target, intervalMs: 10 });
+
+  it('runs at most 16 rounds at once, and stop() ends them all', async () => {
+    let running = 0;
+    let peak = 0;
+    const ping: Ping = (_addr, signal) =>
+      new Promise((resolve) => {
+        running++;
+        peak = Math.max(peak, running);
+        signal.addEventListener('abort', () => {
+          running--;
+          resolve(false);
+        });
+      });
+    const prober = new TunnelProber({ tickMs: 5, now: () => new Date(), onTransition: () => {}, onError: () => {}, ping });
+    for (let i = 0; i < 40; i++) prober.set('gre', `t${i}`, spec(`t${i}`));
+    prober.start();
+    await until(async () => running, (n) => n >= 16);
+    expect(running).toBe(16);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(peak).toBe(16);
+    await prober.stop();
+    expect(running).toBe(0);
+  });
+
+  it('one lost echo is retried; two lost in the window make it degraded; a round all lost is down', async () => {
+    // Scripted answers, in order: lost+ok (retry saves the round), lost+ok (second loss: degraded),
+    // then lost ×3 (down), then ok.
+    const script = [false, true, false, true, false, false, false];
+    const ping: Ping = async () => script.shift() ?? true;
+    const seen: string[] = [];
+    const prober = new TunnelProber({ tickMs: 5, now: () => new Date(), onTransition: (t) => seen.push(t.status), onError: () => {}, ping });
+    prober.set('gre', 'x', spec('x'));
+    prober.start();
+    try {
+      await until(async () => seen, (s) => s.length >= 4);
+      expect(seen.slice(0, 4)).toEqual(['healthy', 'degraded', 'down', 'degraded']);
+    } finally {
+      await prober.stop();
+    }
+  });
+
+  it('a tunnel without a target is never probed', async () => {
+    const asked: string[] = [];
+    const ping: Ping = async (addr) => (asked.push(addr), true);
+    const prober = new TunnelProber({ tickMs: 5, now: () => new Date(), onTransition: () => {}, onError: () => {}, ping });
+    prober.set('ipsec', 'n', { ...spec('n'), kind: 'ipsec', target: null });
+    prober.set('gre', 'y', spec('y', '127.0.0.9'));
+    prober.start();
+    try {
+      await until(async () => prober.state('gre', 'y')?.status, (s) => s === 'healthy');
+      expect(prober.state('ipsec', 'n')).toEqual({ status: 'unknown', checked_at: null });
+      expect(new Set(asked)).toEqual(new Set(['127.0.0.9']));
+    } finally {
+      await prober.stop();
+    }
   });
 });
 
