@@ -498,8 +498,8 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       all: (db: Executor, scope: string | null) => Promise<Doc<T>[]>;
     };
     const notFound = (id: string) => apiError('magic_tunnel_not_found', ops.label, id);
-    const lock = (tx: Executor, accountId: string) =>
-      lockScope(tx as never, database.dialect, `magic:${accountId}`);
+    const lock = (tx: Parameters<typeof lockScope>[0], accountId: string) =>
+      lockScope(tx, database.dialect, `magic:${accountId}`);
 
     async function checked(tx: Executor, accountId: string, t: T, self: string | null): Promise<void> {
       const problems = ops.check(t, accountId);
@@ -718,7 +718,7 @@ export function mountMagicTunnelRoutes(ctx: AreaContext, prober: TunnelProber, p
       const psk = generatePsk();
       const at = clock.now();
       await db.transaction().execute(async (tx) => {
-        if (!query.validate_only) await lockScope(tx as never, database.dialect, `magic:${accountId}`);
+        if (!query.validate_only) await lockScope(tx, database.dialect, `magic:${accountId}`);
         const doc = await ipsecTunnels.get(tx, accountId, params.ipsec_tunnel_id);
         if (!doc) throw apiError('magic_tunnel_not_found', 'IPsec', params.ipsec_tunnel_id);
         if (!query.validate_only) {
