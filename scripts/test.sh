@@ -14,7 +14,7 @@ fi
 
 # --- Debian packages used as real peers by the tests ---------------------------------------------
 # Each entry: <package>:<a file or directory it provides>. Installed only when that path is missing.
-DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc curl:/usr/bin/curl openssl:/usr/bin/openssl pocketsphinx:/usr/bin/pocketsphinx_batch pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us.lm.bin espeak-ng:/usr/bin/espeak-ng ffmpeg:/usr/bin/ffmpeg"
+DEBS="coturn:/usr/bin/turnutils_uclient poppler-utils:/usr/bin/pdftotext bind9-dnsutils:/usr/bin/dig chromium:/usr/bin/chromium haproxy:/usr/sbin/haproxy python3-aiortc:/usr/lib/python3/dist-packages/aiortc curl:/usr/bin/curl openssl:/usr/bin/openssl pocketsphinx:/usr/bin/pocketsphinx_batch pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us.lm.bin espeak-ng:/usr/bin/espeak-ng ffmpeg:/usr/bin/ffmpeg iputils-ping:/usr/bin/ping iproute2:/usr/sbin/ip"
 missing=""
 for entry in $DEBS; do
   pkg=${entry%%:*}; bin=${entry#*:}

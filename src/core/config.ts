@@ -72,6 +72,8 @@ export interface Config {
   cniProvisioningSeconds: number;
   /** JSON file replacing the built-in interconnect facilities catalog. */
   cniFacilities?: string;
+  /** Tunnel health probe interval in ms for every rate (default: high 1 s, mid 10 s, low 60 s). */
+  magicProbeIntervalMs?: number;
   /**
    * Where tunnel connectors reach this server, put into tunnel tokens (`e`): an http(s) URL of the
    * management API listener; default: the API address a token was requested on.
@@ -488,6 +490,13 @@ export const OPTIONS: OptionSpec[] = [
     env: 'OUTPOST_CNI_FACILITIES',
     type: 'string',
     help: 'JSON file replacing the built-in interconnect facilities catalog',
+  },
+  {
+    key: 'magicProbeIntervalMs',
+    flag: 'magic-probe-interval-ms',
+    env: 'OUTPOST_MAGIC_PROBE_INTERVAL_MS',
+    type: 'int',
+    help: 'tunnel health probe interval in ms, for every rate (default: high 1000, mid 10000, low 60000)',
   },
   {
     key: 'tunnelEndpoint',

@@ -163,6 +163,14 @@ export const CODES = {
     message: 'Operator endpoints need a root credential (the root API token or the global key)',
   },
 
+  magic_invalid: { code: 1610, status: 400, message: '{0}' },
+  magic_tunnel_not_found: { code: 1611, status: 404, message: '{0} tunnel {1} not found' },
+  magic_tunnel_exists: {
+    code: 1612,
+    status: 409,
+    message: 'A tunnel named {0} already exists in this account (GRE and IPsec tunnel names share one namespace)',
+  },
+
   // --- smart routing ------------------------------------------------------------------------
   smart_routing_no_billing: {
     code: 1651,

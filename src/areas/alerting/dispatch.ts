@@ -103,22 +103,36 @@ export async function dispatchAttack(database: Database, clock: Clock, e: Attack
   const now = clock.now();
   const data = alertData(a, e.accountId, accountName);
   const text = alertText(a, e.state);
-  const silenceList = (await silences.list(database.db, e.accountId, { filters: [{ field: 'policy_id', op: 'in', value: matching.map((p) => p.id) }] })).items.map((d) => d.body);
+  return writeDeliveries(database, e.accountId, matching, now, (p) => ({
+    name: p.name,
+    text,
+    data,
+    ts: Math.floor(now.getTime() / 1000),
+    account_id: e.accountId,
+    policy_id: p.id,
+    policy_name: p.name,
+    alert_type: p.alert_type,
+    alert_correlation_id: a.id,
+    alert_event: e.state === 'start' ? 'ALERT_STATE_EVENT_START' : 'ALERT_STATE_EVENT_END',
+  }));
+}
+
+/**
+ * Writes one delivery per mechanism target of each policy, with the body `bodyOf` gives for it;
+ * answers how many are to be sent (silenced ones are written but not counted).
+ */
+export async function writeDeliveries(
+  database: Database,
+  accountId: string,
+  matching: Policy[],
+  now: Date,
+  bodyOf: (p: Policy) => Record<string, unknown>,
+): Promise<number> {
+  const silenceList = (await silences.list(database.db, accountId, { filters: [{ field: 'policy_id', op: 'in', value: matching.map((p) => p.id) }] })).items.map((d) => d.body);
   let n = 0;
   for (const p of matching) {
     const silence = silenceInForce(silenceList, p.id, now);
-    const body = {
-      name: p.name,
-      text,
-      data,
-      ts: Math.floor(now.getTime() / 1000),
-      account_id: e.accountId,
-      policy_id: p.id,
-      policy_name: p.name,
-      alert_type: p.alert_type,
-      alert_correlation_id: a.id,
-      alert_event: e.state === 'start' ? 'ALERT_STATE_EVENT_START' : 'ALERT_STATE_EVENT_END',
-    };
+    const body = bodyOf(p);
     const targets: [Delivery['mechanism_type'], string][] = [
       ...(p.mechanisms.webhooks ?? []).map((m): [Delivery['mechanism_type'], string] => ['webhook', m.id]),
       ...(p.mechanisms.email ?? []).map((m): [Delivery['mechanism_type'], string] => ['email', m.id]),
@@ -141,7 +155,7 @@ export async function dispatchAttack(database: Database, clock: Clock, e: Attack
         next_attempt_at: now.toISOString(),
       };
       if (silence) d.silence_id = silence.id;
-      await deliveries.insert(database.db, e.accountId, id, d, now);
+      await deliveries.insert(database.db, accountId, id, d, now);
       if (!silence) n++;
     }
   }

@@ -49,14 +49,19 @@ function testBody(accountId: string, name: string) {
 /** The filter options of the DDoS alert types, in the platform's `{ComparisonOperator, Key, Optional}` form. */
 const ddosFilters = (keys: string[]) => keys.map((Key) => ({ ComparisonOperator: '==', Key, Optional: true }));
 const L7_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'requests_per_second']);
+const TUNNEL_FILTERS = ddosFilters(['tunnel_id', 'tunnel_name', 'new_health']);
 const L4_FILTERS = ddosFilters(['zones', 'target_hostname', 'target_zone_name', 'target_ip', 'protocol', 'packets_per_second', 'megabits_per_second']);
-/** Only the alert types something in Outpost raises (DDoS attacks); others are accepted on policies but never sent. */
+/** Only the alert types something in Outpost raises (DDoS attacks, tunnel health); others are accepted on policies but never sent. */
 const AVAILABLE_ALERTS = {
   'DDoS Protection': [
     { type: 'dos_attack_l7', display_name: 'HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack against a zone started or ended.', filter_options: L7_FILTERS },
     { type: 'advanced_ddos_attack_l7_alert', display_name: 'Advanced HTTP DDoS Attack Alerter', description: 'An HTTP DDoS attack started or ended (filters on zones, hosts and rates).', filter_options: L7_FILTERS },
     { type: 'dos_attack_l4', display_name: 'Layer 3/4 DDoS Attack Alerter', description: 'A DDoS attack against a proxied TCP/UDP application started or ended.', filter_options: L4_FILTERS },
     { type: 'advanced_ddos_attack_l4_alert', display_name: 'Advanced Layer 3/4 DDoS Attack Alerter', description: 'A layer 3/4 DDoS attack started or ended (filters on addresses, protocols and rates).', filter_options: L4_FILTERS },
+  ],
+  'Magic Transit': [
+    { type: 'magic_tunnel_health_check_event', display_name: 'Tunnel Health Alert', description: 'A GRE or IPsec tunnel turned degraded or down, or healthy again.', filter_options: TUNNEL_FILTERS },
+    { type: 'magic_wan_tunnel_health', display_name: 'Magic WAN Tunnel Health Alert', description: 'A GRE or IPsec tunnel turned degraded or down, or healthy again.', filter_options: TUNNEL_FILTERS },
   ],
 };
 

@@ -31,10 +31,10 @@ describe('alert catalogue and eligible destinations', () => {
     receiver?.close();
   });
 
-  it('lists the DDoS alert types with their filters; each one is accepted in a policy', async () => {
+  it('lists the DDoS and tunnel health alert types with their filters; each one is accepted in a policy', async () => {
     const available = await cf.alerting.availableAlerts.list({ account_id: t.accountId });
     const types = Object.values(available).flat();
-    expect(types.map((a) => a.type).sort()).toEqual(['advanced_ddos_attack_l4_alert', 'advanced_ddos_attack_l7_alert', 'dos_attack_l4', 'dos_attack_l7']);
+    expect(types.map((a) => a.type).sort()).toEqual(['advanced_ddos_attack_l4_alert', 'advanced_ddos_attack_l7_alert', 'dos_attack_l4', 'dos_attack_l7', 'magic_tunnel_health_check_event', 'magic_wan_tunnel_health']);
     const l4 = types.find((a) => a.type === 'dos_attack_l4')!;
     expect(l4.display_name).toBeTruthy();
     expect(l4.filter_options).toContainEqual({ ComparisonOperator: '==', Key: 'target_ip', Optional: true });
