@@ -50,13 +50,17 @@ const WINDOW = 20;
 const ATTEMPTS_PER_ROUND = 3;
 
 export const pingOnce: Ping = (address, signal) =>
-  new Promise((resolve) => {
+  new Promise((resolve, reject) => {
     // `-W 1`: wait one second for the reply; the outer timeout only guards a hung child.
     execFile(
       'ping',
       ['-n', '-q', '-c', '1', '-W', '1', address],
       { timeout: 5000, signal, windowsHide: true },
-      (err) => resolve(!err),
+      (err) => {
+        // A missing tool is not a down tunnel: the state stays as it was and the error is logged.
+        if ((err as NodeJS.ErrnoException | null)?.code === 'ENOENT') reject(new Error('health checks need the ping command: install iputils-ping'));
+        else resolve(!err);
+      },
     );
   });
 
