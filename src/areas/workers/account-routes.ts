@@ -1,6 +1,6 @@
 /**
- * Account-script calls of the official client beyond upload and versions: the main module's
- * content (`GET …/content/v2`), a code-only replacement (`PUT …/content`), search
+ * Account-script calls of the official client beyond upload and versions: a code-only
+ * replacement (`PUT …/content`; `GET …/content/v2` is served with the download in routes.ts), search
  * (`GET /workers/scripts-search`) and the account's Workers settings (`/workers/account-settings`).
  */
 import { createHash } from 'node:crypto';
@@ -9,17 +9,15 @@ import type { AreaContext } from '../../core/area.ts';
 import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
 import { pageOf, pageQuery } from '../../core/pagination.ts';
-import { raw } from '../../core/router.ts';
 import { defineCollection, VersionConflict } from '../../core/storage/collection.ts';
 import { qString } from '../../core/validate.ts';
 import {
   annotationsOf,
-  mainModuleResponse,
   scriptView,
   sourceOf,
   WORKERS_PERMISSION,
 } from './routes.ts';
-import { scriptContents, scripts, type StoredScript } from './store.ts';
+import { scripts, type StoredScript } from './store.ts';
 import type { UploadParser } from './version-routes.ts';
 import type { Deployer } from './versions.ts';
 
@@ -88,24 +86,6 @@ export function mountAccountRoutes(
     if (!doc) throw apiError('worker_not_found', name);
     return doc;
   }
-
-  router.add(
-    {
-      method: 'GET',
-      path: `${base}/content/v2`,
-      operationId: 'worker-script-get-content',
-      summary: "A script's main module (raw, with its content type and cf-entrypoint)",
-      auth: read,
-      params,
-      tags,
-    },
-    async (req) => {
-      const { account_id: accountId, script_name: name } = req.params;
-      const doc = await requireScript(accountId, name);
-      const content = await scriptContents.get(db, accountId, name);
-      return raw(mainModuleResponse(doc.body, content?.body));
-    },
-  );
 
   router.add(
     {

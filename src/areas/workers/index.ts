@@ -36,8 +36,8 @@
  * `…/script-settings`, `…/routes` (a script's routes across zones) and
  * `/workers/services/{name}`, as `wrangler` reads them.
  *
- * Client calls beyond those (`account-routes.ts`): `GET …/content/v2` (the main module, raw, with
- * `cf-entrypoint`), `PUT …/content` (new code with the live bindings, secrets and settings, loaded
+ * Client calls beyond those: `GET …/content/v2` (the main module, raw, with `cf-entrypoint`; served
+ * with the download), and in `account-routes.ts` `PUT …/content` (new code with the live bindings, secrets and settings, loaded
  * first and deployed as a new version), `GET /workers/scripts-search` (`name` substring, `id`,
  * `order_by`, paging) and `GET|PUT /workers/account-settings` (`default_usage_model`,
  * `green_compute`: stored and answered; they do not change how scripts run here).

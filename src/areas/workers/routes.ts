@@ -405,23 +405,29 @@ export function mountWorkersRoutes(
     },
   );
 
-  router.add(
-    {
-      method: 'GET',
-      path: '/accounts/:account_id/workers/scripts/:script_name',
-      operationId: 'worker-script-download-worker',
-      summary: 'The main module of a script',
-      auth: read,
-      params,
-      tags,
-    },
-    async (req) => {
-      const { account_id: accountId, script_name: name } = req.params;
-      const doc = await requireScript(accountId, name);
-      const content = await scriptContents.get(db, accountId, name);
-      return raw(mainModuleResponse(doc.body, content?.body));
-    },
-  );
+  // The script download and the client's `content/v2` answer the same main module.
+  for (const [path, operationId] of [
+    ['/accounts/:account_id/workers/scripts/:script_name', 'worker-script-download-worker'],
+    ['/accounts/:account_id/workers/scripts/:script_name/content/v2', 'worker-script-get-content'],
+  ] as const) {
+    router.add(
+      {
+        method: 'GET',
+        path,
+        operationId,
+        summary: "A script's main module (raw, with its content type and cf-entrypoint)",
+        auth: read,
+        params,
+        tags,
+      },
+      async (req) => {
+        const { account_id: accountId, script_name: name } = req.params;
+        const doc = await requireScript(accountId, name);
+        const content = await scriptContents.get(db, accountId, name);
+        return raw(mainModuleResponse(doc.body, content?.body));
+      },
+    );
+  }
 
   router.add(
     {
