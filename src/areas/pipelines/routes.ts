@@ -243,6 +243,9 @@ export function mountPipelinesRoutes(ctx: AreaContext, service: () => PipelinesS
     const view: Record<string, unknown> = { id: p.id, name: p.name, sql: p.sql, status: failure ? 'failing' : runner ? 'running' : p.status, created_at: p.created_at, modified_at: p.modified_at };
     if (failure) view.failure_reason = failure;
     if (withTables) view.tables = tablesOf(p);
+    // Outpost's own: what this server's runner did since it started. Events the stream refused
+    // never reach a pipeline; `events_dropped` counts log records that could not be read.
+    if (withTables && runner) view.metrics = { events_read: runner.stats.events, rows_written: runner.stats.rows, files_written: runner.stats.files, events_dropped: runner.stats.dropped };
     return view;
   };
   const tablesOf = (p: StoredPipeline) => [

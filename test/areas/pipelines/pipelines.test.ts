@@ -329,6 +329,9 @@ describe('transform and sinks', () => {
       { size: 'medium', n: '1', total: '20' },
     ]);
     expect(q.body.result.meta.map((m: any) => m.name)).toEqual(['size', 'n', 'total']);
+    // Four events read, two rows (the WHERE kept two) in one file, nothing dropped.
+    const pipe = (await t.call('GET', `${a()}/pipelines`)).body.result.find((p: any) => p.name === 'orders_pipe');
+    expect((await t.call('GET', `${a()}/pipelines/${pipe.id}`)).body.result.metrics).toEqual({ events_read: 4, rows_written: 2, files_written: 1, events_dropped: 0 });
   });
 
   it('rolls JSON files on size and on inactivity, each event once', async () => {
