@@ -23,7 +23,8 @@ import {
   parseIpv4,
   unusableReason,
 } from './addressing.ts';
-import { bare, CNI_PERMISSIONS, listBody, noBody, requireAccount, windowOf } from './http.ts';
+import { requireAccount } from '../../core/accounts.ts';
+import { bare, CNI_PERMISSIONS, listBody, noBody, windowOf } from './http.ts';
 import { CniBody, ListCnisQuery, type StoredCni } from './schemas.ts';
 import { cnis, cniView, findInterconnect, PASSWORD_MASK, readSettings } from './store.ts';
 

@@ -3,9 +3,6 @@
  * envelope); lists carry `items` and `next` (the official form) and paging works with either
  * `cursor`/`limit` or `page`/`per_page`.
  */
-import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
-import { apiError } from '../../core/errors.ts';
-import type { Executor } from '../../core/storage/db.ts';
 import type { WindowQuery } from './schemas.ts';
 
 /** Permission keys: the platform accepts either group for interconnect operations. */
@@ -28,11 +25,6 @@ export function noBody(): Response {
 
 /** Either group grants interconnect operations (routes declare this; the router checks it). */
 export const CNI_PERMISSIONS = [MAGIC_WAN, MAGIC_TRANSIT];
-
-/** 404 unless the account in the path exists (the router has already checked the permission). */
-export async function requireAccount(db: Executor, accountId: string): Promise<void> {
-  if (!(await accounts.get(db, GLOBAL_SCOPE, accountId))) throw apiError('account_not_found', accountId);
-}
 
 export interface Window {
   offset: number;

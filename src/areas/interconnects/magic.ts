@@ -22,7 +22,8 @@ import { defineCollection, type Doc } from '../../core/storage/collection.ts';
 import { lockScope } from '../../core/storage/locks.ts';
 import { qBool, validate } from '../../core/validate.ts';
 import { asnProblem, parseCidr, parseIpv4 } from './addressing.ts';
-import { CNI_PERMISSIONS, requireAccount } from './http.ts';
+import { requireAccount } from '../../core/accounts.ts';
+import { CNI_PERMISSIONS } from './http.ts';
 import type { ProbeSpec, ProbeState, TunnelProber } from './prober.ts';
 
 // --- request shapes ------------------------------------------------------------------------------

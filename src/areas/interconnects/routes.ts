@@ -11,7 +11,8 @@ import { lockScope } from '../../core/storage/locks.ts';
 import { randomBytes } from 'node:crypto';
 import { asnProblem } from './addressing.ts';
 import { SPEED, type Catalog, type Slot } from './facilities.ts';
-import { bare, CNI_PERMISSIONS, listBody, noBody, requireAccount, windowOf } from './http.ts';
+import { requireAccount } from '../../core/accounts.ts';
+import { bare, CNI_PERMISSIONS, listBody, noBody, windowOf } from './http.ts';
 import { renderLoa } from './loa.ts';
 import {
   CreateInterconnectBody,

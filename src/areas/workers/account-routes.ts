@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AreaContext } from '../../core/area.ts';
-import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
+import { requireAccount } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
 import { pageOf, pageQuery } from '../../core/pagination.ts';
 import { defineCollection, VersionConflict } from '../../core/storage/collection.ts';
@@ -17,7 +17,7 @@ import {
   sourceOf,
   WORKERS_PERMISSION,
 } from './routes.ts';
-import { scripts, type StoredScript } from './store.ts';
+import { requireScript, scripts, type StoredScript } from './store.ts';
 import type { UploadParser } from './version-routes.ts';
 import type { Deployer } from './versions.ts';
 
@@ -76,15 +76,9 @@ export function mountAccountRoutes(
   const { router, clock } = ctx;
   const db = ctx.database.db;
 
-  async function requireAccount(accountId: string) {
-    if (!(await accounts.get(db, GLOBAL_SCOPE, accountId)))
-      throw apiError('account_not_found', accountId);
-  }
-  async function requireScript(accountId: string, name: string) {
-    await requireAccount(accountId);
-    const doc = await scripts.get(db, accountId, name);
-    if (!doc) throw apiError('worker_not_found', name);
-    return doc;
+  async function accountScript(accountId: string, name: string) {
+    await requireAccount(db, accountId);
+    return requireScript(db, accountId, name);
   }
 
   router.add(
@@ -100,7 +94,7 @@ export function mountAccountRoutes(
     },
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
-      const prev = (await requireScript(accountId, name)).body;
+      const prev = (await accountScript(accountId, name)).body;
       const form = req.form!;
       const meta = form.metadata;
       // The module names may come in the metadata part or in the client's headers.
@@ -155,7 +149,7 @@ export function mountAccountRoutes(
     },
     async (req) => {
       const accountId = req.params.account_id;
-      await requireAccount(accountId);
+      await requireAccount(db, accountId);
       const q = req.query;
       const needle = q.name?.toLowerCase();
       const order = q.order_by ?? 'name';
@@ -198,7 +192,7 @@ export function mountAccountRoutes(
       tags,
     },
     async (req) => {
-      await requireAccount(req.params.account_id);
+      await requireAccount(db, req.params.account_id);
       return (await currentSettings(req.params.account_id)).body;
     },
   );
@@ -215,7 +209,7 @@ export function mountAccountRoutes(
     },
     async (req) => {
       const accountId = req.params.account_id;
-      await requireAccount(accountId);
+      await requireAccount(db, accountId);
       const { doc, body } = await currentSettings(accountId);
       const next: AccountSettings = {
         default_usage_model: req.body.default_usage_model ?? body.default_usage_model,

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AreaContext } from '../../core/area.ts';
-import { accounts, GLOBAL_SCOPE } from '../../core/accounts.ts';
+import { requireAccount } from '../../core/accounts.ts';
 import { apiError } from '../../core/errors.ts';
 import type { FilePart, MultipartForm } from '../../core/multipart.ts';
 import type { Deployer } from './versions.ts';
@@ -24,6 +24,7 @@ import { WRAPPER_MODULE } from './wrapper.ts';
 import { scriptSubdomains, workerDomains } from './triggers.ts';
 import { KV_SERVICE, type KvService } from '../kv/index.ts';
 import {
+  requireScript,
   scriptContents,
   scripts,
   type StoredBinding,
@@ -261,11 +262,6 @@ export function mountWorkersRoutes(
   const extensionOf: ExtensionLookup = (t) =>
     ctx.services.optional<BindingExtension>(bindingExtensionService(t));
 
-  async function requireAccount(accountId: string) {
-    if (!(await accounts.get(db, GLOBAL_SCOPE, accountId)))
-      throw apiError('account_not_found', accountId);
-  }
-
   function checkName(name: string) {
     if (!SCRIPT_NAME.test(name)) {
       throw bad(
@@ -359,12 +355,6 @@ export function mountWorkersRoutes(
     return { script, content };
   }
 
-  async function requireScript(accountId: string, name: string) {
-    const doc = await scripts.get(db, accountId, name);
-    if (!doc) throw apiError('worker_not_found', name);
-    return doc;
-  }
-
   router.add(
     {
       method: 'PUT',
@@ -378,7 +368,7 @@ export function mountWorkersRoutes(
     },
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
-      await requireAccount(accountId);
+      await requireAccount(db, accountId);
       checkName(name);
       const prev = await scripts.get(db, accountId, name);
       const { script, content } = await parseUpload(accountId, name, req.form!, prev?.body);
@@ -400,7 +390,7 @@ export function mountWorkersRoutes(
       tags,
     },
     async (req) => {
-      await requireAccount(req.params.account_id);
+      await requireAccount(db, req.params.account_id);
       return (await scripts.all(db, req.params.account_id)).map((d) => scriptView(d.body));
     },
   );
@@ -422,7 +412,7 @@ export function mountWorkersRoutes(
       },
       async (req) => {
         const { account_id: accountId, script_name: name } = req.params;
-        const doc = await requireScript(accountId, name);
+        const doc = await requireScript(db, accountId, name);
         const content = await scriptContents.get(db, accountId, name);
         return raw(mainModuleResponse(doc.body, content?.body));
       },
@@ -441,7 +431,7 @@ export function mountWorkersRoutes(
     },
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
-      await requireScript(accountId, name);
+      await requireScript(db, accountId, name);
       const domains = (await workerDomains.findBy(db, 'service', name)).filter(
         (d) => d.scopeId === accountId,
       );
@@ -484,7 +474,7 @@ export function mountWorkersRoutes(
         },
         async (req) => {
           const { account_id: accountId, script_name: name } = req.params;
-          await requireScript(accountId, name);
+          await requireScript(db, accountId, name);
           const url = new URL(req.c.req.url);
           const prefix = `/accounts/${accountId}/workers/scripts/${name}/invoke`;
           const at = url.pathname.indexOf(prefix);
@@ -525,7 +515,7 @@ export function mountWorkersRoutes(
       tags,
     },
     async (req) =>
-      schedulesView((await requireScript(req.params.account_id, req.params.script_name)).body),
+      schedulesView((await requireScript(db, req.params.account_id, req.params.script_name)).body),
   );
 
   router.add(
@@ -541,7 +531,7 @@ export function mountWorkersRoutes(
     },
     async (req) => {
       const { account_id: accountId, script_name: name } = req.params;
-      const doc = await requireScript(accountId, name);
+      const doc = await requireScript(db, accountId, name);
       for (const [i, s] of req.body.entries()) {
         try {
           parseCron(s.cron);

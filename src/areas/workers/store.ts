@@ -2,7 +2,9 @@
  * Scripts as two document kinds per account: the record (metadata, bindings, schedules) and its
  * modules (kept apart so lists never read module bodies). Module contents are stored base64.
  */
-import { defineCollection } from '../../core/storage/collection.ts';
+import { apiError } from '../../core/errors.ts';
+import { defineCollection, type Doc } from '../../core/storage/collection.ts';
+import type { Executor } from '../../core/storage/db.ts';
 import type { ScriptModule } from './host.ts';
 
 /** A binding as uploaded, in the platform's wire form. */
@@ -51,6 +53,13 @@ export interface StoredContent {
 }
 
 export const scripts = defineCollection<StoredScript>({ kind: 'worker_script' });
+
+/** A script's record; 404 (`worker_not_found`) when the account has none by that name. */
+export async function requireScript(db: Executor, accountId: string, name: string): Promise<Doc<StoredScript>> {
+  const doc = await scripts.get(db, accountId, name);
+  if (!doc) throw apiError('worker_not_found', name);
+  return doc;
+}
 export const scriptContents = defineCollection<StoredContent>({ kind: 'worker_script_content' });
 
 export function toHostModules(content: StoredContent): ScriptModule[] {

@@ -11,7 +11,7 @@ import { hexId } from '../../core/ids.ts';
 import type { Req } from '../../core/router.ts';
 import type { ZoneIndex } from '../dns/index.ts';
 import type { Zone } from '../zones/index.ts';
-import { scripts } from './store.ts';
+import { requireScript, scripts } from './store.ts';
 import {
   compilePattern,
   PatternError,
@@ -506,9 +506,6 @@ export function mountTriggerRoutes(ctx: AreaContext, index: ZoneIndex, views: Tr
 
   const scriptParams = { script_name: 'any' } as const;
   const scriptSubdomainPath = '/accounts/:account_id/workers/scripts/:script_name/subdomain';
-  async function requireScript(accountId: string, name: string) {
-    if (!(await scripts.get(db, accountId, name))) throw apiError('worker_not_found', name);
-  }
   router.add(
     {
       method: 'GET',
@@ -520,7 +517,7 @@ export function mountTriggerRoutes(ctx: AreaContext, index: ZoneIndex, views: Tr
       tags,
     },
     async (req) => {
-      await requireScript(req.params.account_id, req.params.script_name);
+      await requireScript(db, req.params.account_id, req.params.script_name);
       const doc = await scriptSubdomains.get(db, req.params.account_id, req.params.script_name);
       return doc?.body ?? { enabled: false, previews_enabled: false };
     },
@@ -531,7 +528,7 @@ export function mountTriggerRoutes(ctx: AreaContext, index: ZoneIndex, views: Tr
     enabled: boolean,
     previews?: boolean,
   ) {
-    await requireScript(accountId, name);
+    await requireScript(db, accountId, name);
     const doc = await scriptSubdomains.get(db, accountId, name);
     const body = { enabled, previews_enabled: previews ?? doc?.body.previews_enabled ?? enabled };
     if (doc) await scriptSubdomains.update(db, doc, body, clock.now());

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AreaContext } from '../../../core/area.ts';
-import { accounts, GLOBAL_SCOPE } from '../../../core/accounts.ts';
+import { requireAccount } from '../../../core/accounts.ts';
 import { apiError } from '../../../core/errors.ts';
 import { hexId } from '../../../core/ids.ts';
 import { assertJsonDepth } from '../../../core/json.ts';
@@ -103,13 +103,8 @@ export function mountDispatchRoutes(
   const { router, clock } = ctx;
   const db = ctx.database.db;
 
-  async function requireAccount(accountId: string) {
-    if (!(await accounts.get(db, GLOBAL_SCOPE, accountId)))
-      throw apiError('account_not_found', accountId);
-  }
-
   async function requireNamespace(accountId: string, name: string) {
-    await requireAccount(accountId);
+    await requireAccount(db, accountId);
     const doc = await namespaces.get(db, accountId, name);
     if (!doc) throw apiError('dispatch_namespace_not_found', name);
     return doc.body;
@@ -172,7 +167,7 @@ export function mountDispatchRoutes(
     },
     async (req) => {
       const accountId = req.params.account_id;
-      await requireAccount(accountId);
+      await requireAccount(db, accountId);
       const name = req.body.name ?? `namespace-${hexId().slice(0, 12)}`;
       checkName('Namespace', name);
       if (await namespaces.get(db, accountId, name))
@@ -203,7 +198,7 @@ export function mountDispatchRoutes(
       tags,
     },
     async (req) => {
-      await requireAccount(req.params.account_id);
+      await requireAccount(db, req.params.account_id);
       const all = await namespaces.all(db, req.params.account_id);
       return Promise.all(all.map((d) => nsView(req.params.account_id, d.body)));
     },
@@ -393,7 +388,7 @@ export function mountDispatchRoutes(
     form: MultipartForm,
     codeOnly: boolean,
   ) {
-    await requireAccount(accountId);
+    await requireAccount(db, accountId);
     checkName('Script', name);
     const ns = await requireNamespace(accountId, nsName);
     const scope = scopeOf(accountId, ns.namespace_id);
