@@ -7,8 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { managedRuleId } from '../../../src/areas/rulesets/index.ts';
-import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
-import { startOrigin, type Origin } from '../../support/origins.ts';
+import type { TestServer } from '../../support/server.ts';
+import { startFloodSite, type FloodSite } from './site.ts';
 import { flood, request, type FloodResult } from './load.ts';
 
 const ORIGIN = '127.0.232.1';
@@ -19,19 +19,15 @@ const HOST_RULE = managedRuleId('l7', 1);
 
 let t: TestServer;
 let edge: URL;
-let origin: Origin;
 let zone: { id: string; name: string };
 
+let site: FloodSite | undefined;
 beforeAll(async () => {
-  t = await startTestServer({ ddosDetection: true, ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
-  edge = new URL(t.server.listeners.find((l) => l.name.startsWith('edge'))!.address);
-  origin = await startOrigin(ORIGIN, (_req, res) => res.end('origin ok'));
-  zone = await createZone(t, 'baseline.test');
-  for (const name of ['busy', 'fresh']) await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name, content: ORIGIN, proxied: true, ttl: 1 });
+  site = await startFloodSite(ORIGIN, 'baseline.test', ['busy', 'fresh']);
+  ({ t, edge, zone } = site);
 });
 afterAll(async () => {
-  await origin?.close();
-  await t?.stop();
+  await site?.close();
 });
 
 async function baselineOf(hostname: string): Promise<number> {

@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { solveChallenge } from '../../../src/edge/challenge.ts';
 import { DDOS_L7_ID, managedRuleId } from '../../../src/areas/rulesets/index.ts';
-import { createZone, startTestServer, type TestServer } from '../../support/server.ts';
+import type { TestServer } from '../../support/server.ts';
 import { sdk, type Cloudflare } from '../../support/sdk.ts';
-import { startOrigin, type Origin } from '../../support/origins.ts';
+import { startFloodSite, type FloodSite } from './site.ts';
 import { flood, request } from './load.ts';
 
 const ORIGIN = '127.0.226.1';
@@ -22,23 +22,16 @@ const MALFORMED_RULE = managedRuleId('l7', 4);
 let t: TestServer;
 let cf: Cloudflare;
 let edge: URL;
-let origin: Origin;
 let zone: { id: string; name: string };
 
+let site: FloodSite | undefined;
 beforeAll(async () => {
-  t = await startTestServer({ ddosDetection: true, ddosWindowMs: 250, ddosCooldownWindows: 2, ddosThresholdPercent: 10 });
+  site = await startFloodSite(ORIGIN, 'overrides.test', ['bad', 'chal', 'acct', 'other']);
+  ({ t, edge, zone } = site);
   cf = sdk(t);
-  edge = new URL(t.server.listeners.find((l) => l.name.startsWith('edge'))!.address);
-  origin = await startOrigin(ORIGIN, (_req, res) => res.end('origin ok'));
-  zone = await createZone(t, 'overrides.test');
-  for (const name of ['bad', 'chal', 'acct', 'other']) {
-    const res = await t.call('POST', `/zones/${zone.id}/dns_records`, { type: 'A', name, content: ORIGIN, proxied: true, ttl: 1 });
-    expect(res.status, res.text).toBe(200);
-  }
 });
 afterAll(async () => {
-  await origin?.close();
-  await t?.stop();
+  await site?.close();
 });
 
 async function zoneOverrides(o: Record<string, unknown> | undefined): Promise<string> {
